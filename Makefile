@@ -1,0 +1,49 @@
+# Everything a fresh machine needs is installed by `make install`, which the other targets call.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+ZK_JAR := /usr/share/java/zookeeper.jar
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: install run test lint typecheck unit bench proto clean
+
+install: $(STAMP) zookeeper
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+# The ZooKeeper server jar, for standalone mode and the integration tests (ZOOKEEPER_HOME also works).
+zookeeper:
+	@if [ -z "$$ZOOKEEPER_HOME" ] && [ ! -f $(ZK_JAR) ]; then \
+		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq zookeeper; \
+	fi
+
+run: install
+	$(BIN)/pulsar-lookup-gateway standalone
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: install
+	$(BIN)/mypy listeners lookup http_api tls tests bench
+
+unit: install
+	$(BIN)/python -m pytest tests/unit -q
+
+test: lint typecheck
+	$(BIN)/python -m pytest -q
+
+bench: install
+	$(BIN)/python -m bench
+
+proto: install
+	$(BIN)/python -m grpc_tools.protoc -I listeners/protocol --python_out=listeners/protocol \
+		--pyi_out=listeners/protocol listeners/protocol/pulsar_api.proto
+
+clean:
+	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache .hypothesis

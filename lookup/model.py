@@ -1,0 +1,178 @@
+"""The cluster model: Pulsar's znode JSON, parsed and checked (reference §5).
+
+Unknown keys are ignored (brokers add keys between releases), optional keys are optional, and a
+value of the wrong type is an error naming the znode path.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic.alias_generators import to_camel
+
+from lookup.bundles import NamespaceBundles
+from lookup.errors import MalformedNode
+from lookup.topics import NamespaceName, TopicName
+
+BROKERS_ROOT = "/loadbalance/brokers"
+LEADER_PATH = "/loadbalance/leader"
+NAMESPACE_ROOT = "/namespace"
+POLICIES_ROOT = "/admin/policies"
+LOCAL_POLICIES_ROOT = "/admin/local-policies"
+PARTITIONED_ROOT = "/admin/partitioned-topics"
+EXTENSIBLE_LOAD_MANAGER_SUFFIX = "ExtensibleLoadManagerImpl"
+
+
+def broker_path(broker_id: str) -> str:
+    return f"{BROKERS_ROOT}/{broker_id}"
+
+
+def ownership_path(namespace: NamespaceName, bundle_name: str) -> str:
+    return f"{NAMESPACE_ROOT}/{namespace.tenant}/{namespace.namespace}/{bundle_name}"
+
+
+def policies_path(namespace: NamespaceName) -> str:
+    return f"{POLICIES_ROOT}/{namespace.tenant}/{namespace.namespace}"
+
+
+def local_policies_path(namespace: NamespaceName) -> str:
+    return f"{LOCAL_POLICIES_ROOT}/{namespace.tenant}/{namespace.namespace}"
+
+
+def partitioned_path(topic: TopicName) -> str:
+    return (
+        f"{PARTITIONED_ROOT}/{topic.tenant}/{topic.namespace}/"
+        f"{topic.domain.value}/{topic.encoded_local_name}"
+    )
+
+
+class _Znode(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="ignore",
+        frozen=True,
+        strict=True,
+    )
+
+
+class ListenerUrls(_Znode):
+    """One advertised listener of a broker: any subset of its four URLs."""
+
+    broker_service_url: str | None = None
+    broker_service_url_tls: str | None = None
+    broker_http_url: str | None = None
+    broker_https_url: str | None = None
+
+
+class BrokerData(_Znode):
+    """`/loadbalance/brokers/<id>`: LocalBrokerData (modular) or BrokerLookupData (extensible)."""
+
+    web_service_url: str | None = None
+    web_service_url_tls: str | None = None
+    pulsar_service_url: str | None = None
+    pulsar_service_url_tls: str | None = None
+    persistent_topics_enabled: bool = True
+    non_persistent_topics_enabled: bool = True
+    advertised_listeners: dict[str, ListenerUrls] = Field(default_factory=dict)
+    protocols: dict[str, str] = Field(default_factory=dict)
+    bundles: list[str] = Field(default_factory=list)
+    num_bundles: int | None = None
+    max_resource_usage: float | None = None
+    load_manager_class_name: str | None = None
+    broker_version_string: str | None = None
+    last_update: int | None = None
+
+    @property
+    def uses_extensible_load_manager(self) -> bool:
+        name = self.load_manager_class_name or ""
+        return name.endswith(EXTENSIBLE_LOAD_MANAGER_SUFFIX)
+
+
+class OwnershipData(_Znode):
+    """`/namespace/<tenant>/<ns>/<bundle>`: NamespaceEphemeralData of the owning broker."""
+
+    native_url: str | None = None
+    native_url_tls: str | None = None
+    http_url: str | None = None
+    http_url_tls: str | None = None
+    disabled: bool = False
+    advertised_listeners: dict[str, ListenerUrls] = Field(default_factory=dict)
+    broker_id: str | None = None
+
+
+class LeaderData(_Znode):
+    """`/loadbalance/leader`: the load manager leader (2.x writes only `serviceUrl`)."""
+
+    broker_id: str | None = None
+    service_url: str | None = None
+
+
+class BundlesData(_Znode):
+    boundaries: list[str]
+    num_bundles: int | None = None
+
+    @field_validator("boundaries")
+    @classmethod
+    def _valid_boundaries(cls, value: list[str]) -> list[str]:
+        NamespaceBundles.from_strings(value, None)
+        return value
+
+    def to_bundles(self) -> NamespaceBundles:
+        return NamespaceBundles.from_strings(self.boundaries, self.num_bundles)
+
+
+class NamespacePolicies(_Znode):
+    """`/admin/policies/<tenant>/<ns>` (only what a lookup needs) and its local twin."""
+
+    bundles: BundlesData | None = None
+
+
+class PartitionedMetadata(_Znode):
+    partitions: int = Field(ge=0)
+
+
+_M = TypeVar("_M", bound=_Znode)
+
+
+def node_parser(model: type[_M]) -> Callable[[str, Any], _M]:
+    """A parser for one znode type: (path, decoded JSON) -> model, or MalformedNode."""
+
+    def parse(path: str, content: Any) -> _M:
+        if not isinstance(content, Mapping):
+            raise MalformedNode(path, f"expected a JSON object, got {type(content).__name__}")
+        try:
+            return model.model_validate(content)
+        except ValidationError as exc:
+            raise MalformedNode(path, _describe(exc)) from None
+
+    parse.__name__ = f"parse_{model.__name__}"
+    return parse
+
+
+def decode_json(path: str, data: bytes) -> Any:
+    """Znode bytes to JSON; empty data decodes to None (a node that only groups children)."""
+    if not data:
+        return None
+    try:
+        return json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MalformedNode(path, f"not JSON ({exc})") from None
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in err["loc"]) or "(root)"
+        parts.append(f"{where}: {err['msg']}")
+    return "; ".join(parts)
+
+
+parse_broker = node_parser(BrokerData)
+parse_ownership = node_parser(OwnershipData)
+parse_leader = node_parser(LeaderData)
+parse_policies = node_parser(NamespacePolicies)
+parse_partitioned = node_parser(PartitionedMetadata)

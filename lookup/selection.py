@@ -1,0 +1,52 @@
+"""Which advertised listener a lookup answers for (reference §2)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class ChoiceSource(StrEnum):
+    """How the listener was chosen; a label in logs and metrics."""
+
+    EXPLICIT = "explicit"  # binary advertised_listener_name, HTTP listenerName query
+    HEADER = "header"  # HTTP X-Pulsar-ListenerName (an ingress or mesh may inject it)
+    SOCKET = "socket"  # the listener the client's bind address is tagged with
+    INTERNAL = "internal"  # none of the above: the brokers' default URLs
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerChoice:
+    name: str | None  # for INTERNAL, the configured internal listener's name (a label only)
+    source: ChoiceSource
+
+    @property
+    def uses_listener_urls(self) -> bool:
+        """INTERNAL answers with the brokers' default URLs, which Pulsar derives from the
+        internal listener; every other choice reads the named listener's URLs."""
+        return self.source is not ChoiceSource.INTERNAL
+
+
+def _given(name: str | None) -> str | None:
+    # Blank means absent: the C++ and Go clients always send the field, "" when unset.
+    if name is None:
+        return None
+    name = name.strip()
+    return name or None
+
+
+def choose_listener(
+    *,
+    explicit: str | None = None,
+    header: str | None = None,
+    socket_listener: str | None = None,
+    internal_listener: str | None = None,
+) -> ListenerChoice:
+    """Precedence: explicit name > X-Pulsar-ListenerName header > socket tag > internal."""
+    if (name := _given(explicit)) is not None:
+        return ListenerChoice(name, ChoiceSource.EXPLICIT)
+    if (name := _given(header)) is not None:
+        return ListenerChoice(name, ChoiceSource.HEADER)
+    if socket_listener is not None:
+        return ListenerChoice(socket_listener, ChoiceSource.SOCKET)
+    return ListenerChoice(internal_listener, ChoiceSource.INTERNAL)

@@ -1,0 +1,128 @@
+"""Pulsar topic names: full and short forms, domains, partitions (reference §4)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from urllib.parse import quote_plus, unquote
+
+from lookup.errors import InvalidTopicName
+
+PARTITION_SUFFIX = "-partition-"
+DEFAULT_TENANT = "public"
+DEFAULT_NAMESPACE = "default"
+
+# Pulsar's NamedEntity rule for tenant and namespace names (Java's ASCII \w).
+_ENTITY = re.compile(r"[-=:.A-Za-z0-9_]+")
+_PARTITIONED = re.compile(r"(.+)-partition-([0-9]{1,10})")
+_MAX_PARTITION = 2**31 - 1
+
+
+class TopicDomain(StrEnum):
+    PERSISTENT = "persistent"
+    NON_PERSISTENT = "non-persistent"
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceName:
+    tenant: str
+    namespace: str
+
+    def __str__(self) -> str:
+        return f"{self.tenant}/{self.namespace}"
+
+
+@dataclass(frozen=True, slots=True)
+class TopicName:
+    """A validated v2 topic name. Build it with `parse` or `from_rest`."""
+
+    domain: TopicDomain
+    tenant: str
+    namespace: str
+    local_name: str
+    full: str
+    partition_index: int  # -1 when the name has no partition suffix
+
+    @classmethod
+    def parse(cls, name: str) -> TopicName:
+        if not name or not name.strip():
+            raise InvalidTopicName(name, "empty name")
+        if "://" not in name:
+            parts = name.split("/")
+            if len(parts) == 1:
+                name = f"persistent://{DEFAULT_TENANT}/{DEFAULT_NAMESPACE}/{name}"
+            elif len(parts) == 3:
+                name = f"persistent://{name}"
+            else:
+                raise InvalidTopicName(
+                    name, "a short name is <topic> or <tenant>/<namespace>/<topic>"
+                )
+        domain_text, _, rest = name.partition("://")
+        try:
+            domain = TopicDomain(domain_text)
+        except ValueError:
+            raise InvalidTopicName(
+                name, f"domain '{domain_text}' is not persistent or non-persistent"
+            ) from None
+        parts = rest.split("/", 3)
+        if len(parts) == 4:
+            raise InvalidTopicName(
+                name, "legacy v1 names (tenant/cluster/namespace/topic) are not supported"
+            )
+        if len(parts) != 3:
+            raise InvalidTopicName(name, "expected <domain>://<tenant>/<namespace>/<topic>")
+        tenant, namespace, local = parts
+        return cls._build(domain, tenant, namespace, local, name)
+
+    @classmethod
+    def from_rest(cls, domain: str, tenant: str, namespace: str, encoded_topic: str) -> TopicName:
+        """From the path parts of a REST route; the topic part is URL-encoded."""
+        return cls.parse(f"{domain}://{tenant}/{namespace}/{unquote(encoded_topic)}")
+
+    @classmethod
+    def _build(
+        cls, domain: TopicDomain, tenant: str, namespace: str, local: str, original: str
+    ) -> TopicName:
+        if not _ENTITY.fullmatch(tenant):
+            raise InvalidTopicName(original, f"invalid tenant '{tenant}'")
+        if not _ENTITY.fullmatch(namespace):
+            raise InvalidTopicName(original, f"invalid namespace '{namespace}'")
+        if not local:
+            raise InvalidTopicName(original, "empty local topic name")
+        index = -1
+        match = _PARTITIONED.fullmatch(local)
+        if match is not None:
+            index = int(match.group(2))
+            if index > _MAX_PARTITION:
+                raise InvalidTopicName(original, f"partition index {index} is too large")
+        full = f"{domain.value}://{tenant}/{namespace}/{local}"
+        return cls(domain, tenant, namespace, local, full, index)
+
+    @property
+    def namespace_name(self) -> NamespaceName:
+        return NamespaceName(self.tenant, self.namespace)
+
+    @property
+    def is_partition(self) -> bool:
+        return self.partition_index >= 0
+
+    @property
+    def base(self) -> TopicName:
+        """The partitioned topic this partition belongs to (itself if not a partition)."""
+        if self.partition_index < 0:
+            return self
+        local = self.local_name[: self.local_name.rindex(PARTITION_SUFFIX)]
+        return TopicName._build(self.domain, self.tenant, self.namespace, local, self.full)
+
+    def partition(self, index: int) -> TopicName:
+        local = f"{self.base.local_name}{PARTITION_SUFFIX}{index}"
+        return TopicName._build(self.domain, self.tenant, self.namespace, local, self.full)
+
+    @property
+    def encoded_local_name(self) -> str:
+        """The local name as Pulsar encodes it in znode paths (Java's URLEncoder)."""
+        return quote_plus(self.local_name, safe="*").replace("~", "%7E")
+
+    def __str__(self) -> str:
+        return self.full

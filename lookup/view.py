@@ -1,0 +1,253 @@
+"""ClusterView: the in-memory copy of the znodes a lookup reads, with parse caches.
+
+Metadata sources (a snapshot file, ZooKeeper watches) write raw node content into a view; the
+pure resolve() reads typed, parsed nodes from it. A view is either *complete* (a snapshot: a
+path it does not hold does not exist) or *partial* (a cache: a path it does not hold raises
+NodeNotLoaded, and the source reads it and retries). All writes happen on one thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
+
+from lookup.bundles import NamespaceBundles
+from lookup.errors import MalformedNode, NodeNotLoaded
+from lookup.model import (
+    BROKERS_ROOT,
+    LEADER_PATH,
+    BrokerData,
+    LeaderData,
+    NamespacePolicies,
+    OwnershipData,
+    broker_path,
+    decode_json,
+    local_policies_path,
+    ownership_path,
+    parse_broker,
+    parse_leader,
+    parse_ownership,
+    parse_partitioned,
+    parse_policies,
+    partitioned_path,
+    policies_path,
+)
+from lookup.topics import NamespaceName, TopicName
+
+T = TypeVar("T")
+_BUNDLES_KEY = "#bundles"  # parse-cache key suffix for a policies node's NamespaceBundles
+
+
+class _Undecodable:
+    """Raw bytes that are not JSON, kept so the error names the path when a lookup needs it."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: MalformedNode) -> None:
+        self.error = error
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistry:
+    """The live brokers, valid registrations only, with the indexes resolve() needs."""
+
+    brokers: Mapping[str, BrokerData]
+    invalid: Mapping[str, MalformedNode]
+    by_url: Mapping[str, str]  # any service or web URL of a broker -> broker id
+
+    @classmethod
+    def build(
+        cls, brokers: Mapping[str, BrokerData], invalid: Mapping[str, MalformedNode]
+    ) -> BrokerRegistry:
+        by_url: dict[str, str] = {}
+        for broker_id in sorted(brokers):
+            data = brokers[broker_id]
+            for url in (
+                data.pulsar_service_url,
+                data.pulsar_service_url_tls,
+                data.web_service_url,
+                data.web_service_url_tls,
+            ):
+                if url:
+                    by_url.setdefault(url, broker_id)
+        return cls(brokers, invalid, by_url)
+
+
+class ClusterView:
+    def __init__(self, *, complete: bool) -> None:
+        self.complete = complete
+        self._raw: dict[str, Any] = {}
+        self._absent: set[str] = set()
+        self._children: dict[str, set[str]] = {}
+        self._parsed: dict[str, Any] = {}
+        self._registry: BrokerRegistry | None = None
+        self.version = 0  # bumped on every write; lets callers notice change
+
+    @classmethod
+    def from_snapshot(cls, nodes: Mapping[str, Any]) -> ClusterView:
+        """A complete view of a snapshot: znode path -> decoded JSON content."""
+        view = cls(complete=True)
+        for path, content in nodes.items():
+            view.put_json(path, content)
+        return view
+
+    # -- writes (metadata sources) -------------------------------------------------------
+
+    def put_bytes(self, path: str, data: bytes) -> None:
+        try:
+            content: Any = decode_json(path, data)
+        except MalformedNode as exc:
+            content = _Undecodable(exc)
+        self.put_json(path, content)
+
+    def put_json(self, path: str, content: Any) -> None:
+        self._raw[path] = content
+        self._absent.discard(path)
+        if self.complete:
+            parent, _, name = path.rpartition("/")
+            self._children.setdefault(parent or "/", set()).add(name)
+        self._changed(path)
+
+    def put_absent(self, path: str) -> None:
+        """Record that `path` does not exist (a partial view stops asking for it)."""
+        self._raw.pop(path, None)
+        self._absent.add(path)
+        if self.complete:
+            parent, _, name = path.rpartition("/")
+            self._children.get(parent or "/", set()).discard(name)
+        self._changed(path)
+
+    def forget(self, path: str) -> None:
+        """Drop what the view knows of `path`; a partial view asks for it again."""
+        self._raw.pop(path, None)
+        self._absent.discard(path)
+        self._changed(path)
+
+    def set_children(self, path: str, names: Iterable[str]) -> None:
+        self._children[path] = set(names)
+        self._changed(path + "/")
+
+    def clear(self) -> None:
+        self._raw.clear()
+        self._absent.clear()
+        self._children.clear()
+        self._parsed.clear()
+        self._registry = None
+        self.version += 1
+
+    def _changed(self, path: str) -> None:
+        self._parsed.pop(path, None)
+        self._parsed.pop(path + _BUNDLES_KEY, None)
+        if path.startswith(BROKERS_ROOT):
+            self._registry = None
+        self.version += 1
+
+    # -- reads -------------------------------------------------------------------------
+
+    def raw(self, path: str) -> Any:
+        """The decoded content of `path`, or None if it does not exist."""
+        if path in self._raw:
+            content = self._raw[path]
+            if isinstance(content, _Undecodable):
+                raise content.error
+            return content
+        if self.complete or path in self._absent:
+            return None
+        raise NodeNotLoaded(path)
+
+    def exists(self, path: str) -> bool:
+        if path in self._raw:
+            return True
+        if self.complete or path in self._absent:
+            return False
+        raise NodeNotLoaded(path)
+
+    def node(self, path: str, parser: Callable[[str, Any], T]) -> T | None:
+        """The parsed node at `path` (parsed once, until it changes), or None if absent."""
+        try:
+            return cast(T, self._parsed[path])
+        except KeyError:
+            pass
+        content = self.raw(path)
+        if content is None and path not in self._raw:
+            return None
+        parsed = parser(path, content)
+        self._parsed[path] = parsed
+        return parsed
+
+    def children(self, path: str) -> list[str]:
+        names = self._children.get(path)
+        if names is None:
+            if self.complete:
+                return []
+            raise NodeNotLoaded(path + "/")
+        return sorted(names)
+
+    def paths(self) -> Iterator[str]:
+        return iter(self._raw)
+
+    # -- typed readers used by resolve() ------------------------------------------------
+
+    def broker_registry(self) -> BrokerRegistry:
+        if self._registry is None:
+            valid: dict[str, BrokerData] = {}
+            invalid: dict[str, MalformedNode] = {}
+            for broker_id in self.children(BROKERS_ROOT):
+                try:
+                    data = self.node(broker_path(broker_id), parse_broker)
+                except MalformedNode as exc:
+                    invalid[broker_id] = exc
+                    continue
+                if data is not None:
+                    valid[broker_id] = data
+            self._registry = BrokerRegistry.build(valid, invalid)
+        return self._registry
+
+    def broker(self, broker_id: str) -> BrokerData:
+        """A registered broker's data; a malformed registration raises MalformedNode."""
+        registry = self.broker_registry()
+        if broker_id in registry.invalid:
+            raise registry.invalid[broker_id]
+        return registry.brokers[broker_id]
+
+    def leader(self) -> LeaderData | None:
+        return self.node(LEADER_PATH, parse_leader)
+
+    def policies(self, namespace: NamespaceName) -> NamespacePolicies | None:
+        return self.node(policies_path(namespace), parse_policies)
+
+    def local_policies(self, namespace: NamespaceName) -> NamespacePolicies | None:
+        return self.node(local_policies_path(namespace), parse_policies)
+
+    def bundles(self, namespace: NamespaceName, default_count: int) -> NamespaceBundles | None:
+        """Local policies' bundles, else policies' bundles, else equal ranges; None if the
+        namespace does not exist (it has no policies node)."""
+        policies = self.policies(namespace)
+        if policies is None:
+            return None
+        local = self.local_policies(namespace)
+        if local is not None and local.bundles is not None:
+            return self._bundles_of(local_policies_path(namespace), local)
+        if policies.bundles is not None:
+            return self._bundles_of(policies_path(namespace), policies)
+        return NamespaceBundles.equal(default_count)
+
+    def _bundles_of(self, path: str, policies: NamespacePolicies) -> NamespaceBundles:
+        key = path + _BUNDLES_KEY
+        cached = self._parsed.get(key)
+        if cached is None:
+            assert policies.bundles is not None
+            try:
+                cached = policies.bundles.to_bundles()
+            except ValueError as exc:
+                raise MalformedNode(path, f"bundles: {exc}") from None
+            self._parsed[key] = cached
+        return cast(NamespaceBundles, cached)
+
+    def ownership(self, namespace: NamespaceName, bundle_name: str) -> OwnershipData | None:
+        return self.node(ownership_path(namespace, bundle_name), parse_ownership)
+
+    def partitions(self, topic: TopicName) -> int:
+        data = self.node(partitioned_path(topic), parse_partitioned)
+        return 0 if data is None else data.partitions
