@@ -15,7 +15,7 @@ DEFAULT_NAMESPACE = "default"
 
 # Pulsar's NamedEntity rule for tenant and namespace names (Java's ASCII \w).
 _ENTITY = re.compile(r"[-=:.A-Za-z0-9_]+")
-_PARTITIONED = re.compile(r"(.+)-partition-([0-9]{1,10})")
+_PARTITIONED = re.compile(r"(.+)-partition-([0-9]+)")
 _MAX_PARTITION = 2**31 - 1
 
 
@@ -92,10 +92,9 @@ class TopicName:
             raise InvalidTopicName(original, "empty local topic name")
         index = -1
         match = _PARTITIONED.fullmatch(local)
-        if match is not None:
+        # As in Pulsar, a suffix that is not a Java int makes an ordinary, unpartitioned name.
+        if match is not None and int(match.group(2)) <= _MAX_PARTITION:
             index = int(match.group(2))
-            if index > _MAX_PARTITION:
-                raise InvalidTopicName(original, f"partition index {index} is too large")
         full = f"{domain.value}://{tenant}/{namespace}/{local}"
         return cls(domain, tenant, namespace, local, full, index)
 

@@ -1,0 +1,65 @@
+"""Read Pulsar's broker.conf syntax (Java properties) and apply environment overrides."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ENV_PREFIX = "PULSAR_GATEWAY_"
+
+
+@dataclass
+class RawConfig:
+    values: dict[str, str] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)  # key -> "file:line" or env var name
+    problems: list[tuple[str, str]] = field(default_factory=list)  # (where, message)
+
+
+def parse_properties(text: str, origin: str) -> RawConfig:
+    """`key=value` lines; `#`/`!` comments, blank lines, `\\` continuations; later keys win.
+
+    `key: value` is accepted too, as Java's Properties does.
+    """
+    raw = RawConfig()
+    lines = text.splitlines()
+    index = 0
+    while index < len(lines):
+        number = index + 1
+        line = lines[index].strip()
+        index += 1
+        while line.endswith("\\") and not line.endswith("\\\\") and index < len(lines):
+            line = line[:-1] + lines[index].strip()
+            index += 1
+        if not line or line[0] in "#!":
+            continue
+        eq, colon = line.find("="), line.find(":")
+        cut = min(p for p in (eq, colon) if p >= 0) if max(eq, colon) >= 0 else -1
+        if cut <= 0:
+            raw.problems.append((f"{origin}:{number}", f"expected key=value, got '{line}'"))
+            continue
+        key, value = line[:cut].strip(), line[cut + 1 :].strip()
+        raw.values[key] = value
+        raw.sources[key] = f"{origin}:{number}"
+    return raw
+
+
+def read_config_file(path: Path, env: Mapping[str, str]) -> RawConfig:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raw = RawConfig()
+        raw.problems.append((str(path), f"cannot read the config file: {exc}"))
+        return raw
+    raw = parse_properties(text, str(path))
+    apply_env(raw, env)
+    return raw
+
+
+def apply_env(raw: RawConfig, env: Mapping[str, str]) -> None:
+    """`PULSAR_GATEWAY_<key>` overrides `<key>`, with the key spelled as in the file."""
+    for name, value in env.items():
+        if name.startswith(ENV_PREFIX) and len(name) > len(ENV_PREFIX):
+            key = name[len(ENV_PREFIX) :]
+            raw.values[key] = value.strip()
+            raw.sources[key] = name

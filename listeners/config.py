@@ -1,0 +1,250 @@
+"""The gateway's configuration: Pulsar's broker.conf keys, validated with pydantic.
+
+This module only validates. Every problem is reported with the key (and the entry) it concerns;
+`load_config` gathers them all into one ConfigError instead of stopping at the first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from listeners.conf_file import RawConfig, read_config_file
+from listeners.endpoints import (
+    AdvertisedListener,
+    BindAddress,
+    parse_advertised_listeners,
+    parse_bind_addresses,
+)
+from listeners.socket_table import SocketSpec, plan_sockets, socket_conflicts
+from lookup.bundles import DEFAULT_NUM_BUNDLES
+from lookup.metadata_url import MetadataUrl, parse_metadata_url
+from lookup.resolve import ResolvePolicy, UnownedBundleRedirect
+
+
+def _blank_is_none(value: Any) -> Any:
+    return None if isinstance(value, str) and not value.strip() else value
+
+
+def _comma_list(value: Any) -> Any:
+    if isinstance(value, str):
+        return tuple(item.strip() for item in value.split(",") if item.strip())
+    return value
+
+
+Port = Annotated[Annotated[int, Field(ge=0, le=65535)] | None, BeforeValidator(_blank_is_none)]
+OptionalText = Annotated[str | None, BeforeValidator(_blank_is_none)]
+CommaList = Annotated[tuple[str, ...], BeforeValidator(_comma_list)]
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigProblem:
+    key: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.message}"
+
+
+class ConfigError(Exception):
+    def __init__(self, problems: list[ConfigProblem]) -> None:
+        super().__init__("\n".join(str(p) for p in problems))
+        self.problems = problems
+
+
+class GatewayConfig(BaseModel):
+    """Field order matters: a validator sees only the fields declared above it."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True
+    )
+
+    metadata_store_url: MetadataUrl
+    bind_address: str = "0.0.0.0"
+    broker_service_port: Port = 6650
+    broker_service_port_tls: Port = None
+    web_service_port: Port = 8080
+    web_service_port_tls: Port = None
+
+    tls_certificate_file_path: OptionalText = None
+    tls_key_file_path: OptionalText = None
+    tls_key_password: OptionalText = None
+    tls_trust_certs_file_path: OptionalText = None
+    tls_key_store_type: str = "PEM"
+    tls_key_store: OptionalText = None
+    tls_key_store_password: OptionalText = None
+    tls_require_trusted_client_cert_on_connect: bool = False
+    tls_protocols: CommaList = ()
+    tls_ciphers: CommaList = ()
+    tls_cert_refresh_check_duration_sec: int = Field(300, ge=0)
+
+    advertised_listeners: tuple[AdvertisedListener, ...] = ()
+    internal_listener_name: str | None = Field(None, validate_default=True)
+    bind_addresses: tuple[BindAddress, ...] = Field((), validate_default=True)
+
+    default_number_of_namespace_bundles: int = Field(DEFAULT_NUM_BUNDLES, ge=1, le=2**16)
+    max_concurrent_lookup_request: int = Field(50_000, ge=1)
+    unowned_bundle_redirect: UnownedBundleRedirect = UnownedBundleRedirect.LEADER
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_zookeeper_servers(cls, data: Any) -> Any:
+        if (
+            isinstance(data, dict)
+            and not data.get("metadataStoreUrl")
+            and data.get("zookeeperServers")
+        ):
+            data = {**data, "metadataStoreUrl": "zk:" + data["zookeeperServers"]}
+        return data
+
+    @field_validator("metadata_store_url", mode="before")
+    @classmethod
+    def _metadata_url(cls, value: Any) -> Any:
+        return parse_metadata_url(value) if isinstance(value, str) else value
+
+    @field_validator("tls_key_store_type")
+    @classmethod
+    def _store_type(cls, value: str) -> str:
+        if value.upper() not in ("PEM", "PKCS12"):
+            raise ValueError(f"'{value}' is not PEM or PKCS12")
+        return value.upper()
+
+    @field_validator("advertised_listeners", mode="before")
+    @classmethod
+    def _advertised(cls, value: Any) -> Any:
+        return parse_advertised_listeners(value) if isinstance(value, str) else value
+
+    @field_validator("internal_listener_name", mode="before")
+    @classmethod
+    def _internal(cls, value: Any, info: ValidationInfo) -> Any:
+        value = _blank_is_none(value)
+        listeners: tuple[AdvertisedListener, ...] | None = info.data.get("advertised_listeners")
+        if listeners is None:  # advertisedListeners itself is invalid; reported there
+            return value
+        names = [listener.name for listener in listeners]
+        if value is None:
+            return names[0] if names else None
+        if value not in names:
+            declared = ", ".join(names) or "none"
+            raise ValueError(f"'{value}' is not declared in advertisedListeners ({declared})")
+        return value
+
+    @field_validator("bind_addresses", mode="before")
+    @classmethod
+    def _binds(cls, value: Any, info: ValidationInfo) -> Any:
+        binds = parse_bind_addresses(value) if isinstance(value, str) else value
+        problems: list[str] = []
+        listeners: tuple[AdvertisedListener, ...] | None = info.data.get("advertised_listeners")
+        if listeners is not None:
+            declared = {listener.name for listener in listeners}
+            problems += [
+                f"entry '{b.listener}:{b.endpoint.url}': listener '{b.listener}' is not "
+                "declared in advertisedListeners"
+                for b in binds
+                if b.listener not in declared
+            ]
+        if "bind_address" in info.data:
+            legacy = {
+                key: info.data.get(field)
+                for key, field in _LEGACY_FIELDS.items()
+                if field in info.data
+            }
+            specs = plan_sockets(info.data["bind_address"], legacy, binds)
+            problems += socket_conflicts(specs)
+            if not _has_tls_material(info.data):
+                problems += [
+                    f"{spec.origin} is a TLS socket but no TLS material is configured "
+                    "(tlsCertificateFilePath and tlsKeyFilePath, or tlsKeyStoreType=PKCS12 "
+                    "and tlsKeyStore)"
+                    for spec in specs
+                    if spec.tls
+                ]
+        if problems:
+            raise ValueError("\n".join(problems))
+        return binds
+
+    # -- derived views, no I/O ------------------------------------------------------------
+
+    def sockets(self) -> list[SocketSpec]:
+        legacy = {key: getattr(self, field) for key, field in _LEGACY_FIELDS.items()}
+        return plan_sockets(self.bind_address, legacy, self.bind_addresses)
+
+    def listener(self, name: str) -> AdvertisedListener | None:
+        return next((lst for lst in self.advertised_listeners if lst.name == name), None)
+
+    def resolve_policy(self) -> ResolvePolicy:
+        return ResolvePolicy(self.default_number_of_namespace_bundles, self.unowned_bundle_redirect)
+
+
+_LEGACY_FIELDS = {
+    "brokerServicePort": "broker_service_port",
+    "brokerServicePortTls": "broker_service_port_tls",
+    "webServicePort": "web_service_port",
+    "webServicePortTls": "web_service_port_tls",
+}
+KNOWN_KEYS = frozenset(
+    {to_camel(name) for name in GatewayConfig.model_fields} | {"zookeeperServers"}
+)
+
+
+def _has_tls_material(data: Mapping[str, Any]) -> bool:
+    if data.get("tls_key_store_type") == "PKCS12":
+        return bool(data.get("tls_key_store"))
+    return bool(data.get("tls_certificate_file_path") and data.get("tls_key_file_path"))
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedConfig:
+    config: GatewayConfig
+    warnings: list[str]
+
+
+def validate_raw(raw: RawConfig) -> LoadedConfig:
+    """Validate the key/value pairs; raises ConfigError holding every problem found."""
+    problems = [ConfigProblem(where, message) for where, message in raw.problems]
+    config: GatewayConfig | None = None
+    try:
+        config = GatewayConfig.model_validate(raw.values)
+    except ValidationError as exc:
+        problems += _problems_of(exc, raw)
+    if problems or config is None:
+        raise ConfigError(problems)
+    warnings = [
+        f"{key} ({raw.sources.get(key, '?')}): not a key the gateway uses; ignored"
+        for key in sorted(raw.values)
+        if key not in KNOWN_KEYS
+    ]
+    return LoadedConfig(config, warnings)
+
+
+def load_config(path: Path, env: Mapping[str, str]) -> LoadedConfig:
+    return validate_raw(read_config_file(path, env))
+
+
+def _problems_of(exc: ValidationError, raw: RawConfig) -> list[ConfigProblem]:
+    problems = []
+    for err in exc.errors(include_url=False):
+        key = str(err["loc"][0]) if err["loc"] else "config"
+        if err["type"] == "missing" and key == "metadataStoreUrl":
+            message = "required: zk:host:port[,host:port][/chroot] or file:PATH"
+        else:
+            message = err["msg"].removeprefix("Value error, ")
+            if key in raw.values and err["type"] != "value_error":
+                message = f"{message} (got '{raw.values[key]}')"
+        where = f"{key} ({raw.sources[key]})" if key in raw.sources else key
+        problems += [ConfigProblem(where, line) for line in message.split("\n")]
+    return problems

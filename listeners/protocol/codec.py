@@ -1,0 +1,389 @@
+"""Sans-IO codec for the part of the Pulsar binary protocol a lookup gateway speaks.
+
+Bytes in, commands out (:class:`FrameDecoder`); commands in, bytes out (:func:`encode_command` and
+the small builders below). No sockets, no event loop: the asyncio server is a thin shell around
+this module.
+
+A frame is ``uint32 totalSize`` (big-endian, = 4 + cmdSize + payload size), ``uint32 cmdSize``,
+then ``cmdSize`` bytes of a serialized ``BaseCommand``. Payload frames (SEND/MESSAGE) are never
+needed by a gateway: payload bytes after the command are skipped, but still count towards the
+frame size limit.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import TypeAlias
+
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import DecodeError, Message
+from google.protobuf.unknown_fields import UnknownFieldSet
+
+from listeners.protocol.pulsar_api_pb2 import (
+    BaseCommand,
+    CommandLookupTopicResponse,
+    CommandPartitionedTopicMetadataResponse,
+    FeatureFlags,
+    ServerError,
+)
+
+__all__ = [
+    "DEFAULT_MAX_FRAME_SIZE",
+    "BaseCommand",
+    "Command",
+    "FeatureFlags",
+    "FrameDecoder",
+    "LocalProtocolError",
+    "LookupType",
+    "RemoteProtocolError",
+    "ServerError",
+    "UnknownCommand",
+    "connect",
+    "connected",
+    "decode_command",
+    "encode_command",
+    "error",
+    "lookup",
+    "lookup_response",
+    "partitioned_metadata",
+    "partitioned_metadata_response",
+    "ping",
+    "pong",
+]
+
+#: Pulsar's broker limit: maxMessageSize (5 MiB) plus 10 KiB of frame padding. Like Netty's
+#: LengthFieldBasedFrameDecoder in the broker, the limit covers the whole frame including the
+#: 4-byte totalSize field.
+DEFAULT_MAX_FRAME_SIZE = 5 * 1024 * 1024 + 10 * 1024
+
+_HEADER = struct.Struct(">II")  # totalSize, cmdSize
+_SIZE_FIELD = 4
+_MIN_FRAME_SIZE = _HEADER.size
+
+LookupType: TypeAlias = CommandLookupTopicResponse.LookupType
+
+# In BaseCommand the body of command type N is field number N.
+_BODY_FIELD: dict[int, str] = {
+    field.number: field.name
+    for field in BaseCommand.DESCRIPTOR.fields
+    if field.type == FieldDescriptor.TYPE_MESSAGE
+}
+
+
+class RemoteProtocolError(Exception):
+    """The peer sent bytes that are not a valid frame of this protocol; close the connection."""
+
+
+class LocalProtocolError(Exception):
+    """We were asked to send something that is not a valid frame (a bug on our side)."""
+
+
+@dataclass(frozen=True, slots=True)
+class UnknownCommand:
+    """A well-framed command whose type number is not in our ``BaseCommand.Type``.
+
+    The connection is still usable: a server can answer ERROR ``NotAllowedError`` and carry on.
+    ``type_number`` is the raw varint the peer sent.
+    """
+
+    type_number: int
+
+
+Command: TypeAlias = BaseCommand | UnknownCommand
+
+
+class FrameDecoder:
+    """Incremental frame decoder: :meth:`feed` bytes, then call :meth:`next_command` until None.
+
+    Frame sizes are checked as soon as the 4-byte (and 8-byte) header is available, so an
+    oversized frame is refused before its body is buffered. After a :class:`RemoteProtocolError`
+    the decoder is broken for good: every later call raises again.
+    """
+
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        if max_frame_size < _MIN_FRAME_SIZE:
+            raise ValueError(f"max_frame_size must be at least {_MIN_FRAME_SIZE}")
+        self._max_frame_size = max_frame_size
+        self._buf = bytearray()
+        self._pos = 0  # start of the first unconsumed byte in _buf
+        self._failure: RemoteProtocolError | None = None
+
+    @property
+    def max_frame_size(self) -> int:
+        return self._max_frame_size
+
+    @property
+    def buffered_size(self) -> int:
+        """Bytes received that do not yet form a complete frame (non-zero at EOF = truncated)."""
+        return len(self._buf) - self._pos
+
+    def feed(self, data: bytes) -> None:
+        self._check_usable()
+        if self._pos:
+            # Drop consumed frames once per feed, not once per frame: linear in the bytes fed.
+            del self._buf[: self._pos]
+            self._pos = 0
+        self._buf += data
+
+    def next_command(self) -> Command | None:
+        """The next complete command, or None if more bytes are needed."""
+        self._check_usable()
+        try:
+            return self._next_command()
+        except RemoteProtocolError as exc:
+            self._failure = exc
+            raise
+
+    def _check_usable(self) -> None:
+        if self._failure is not None:
+            raise RemoteProtocolError(
+                f"frame decoder already failed: {self._failure}"
+            ) from self._failure
+
+    def _next_command(self) -> Command | None:
+        available = len(self._buf) - self._pos
+        if available < _SIZE_FIELD:
+            return None
+        (total_size,) = struct.unpack_from(">I", self._buf, self._pos)
+        if total_size < _SIZE_FIELD:
+            raise RemoteProtocolError(f"frame totalSize {total_size} is below the minimum of 4")
+        if total_size + _SIZE_FIELD > self._max_frame_size:
+            raise RemoteProtocolError(
+                f"frame of {total_size + _SIZE_FIELD} bytes exceeds the limit of "
+                f"{self._max_frame_size} bytes"
+            )
+        if available < _HEADER.size:
+            return None
+        _, cmd_size = _HEADER.unpack_from(self._buf, self._pos)
+        if cmd_size > total_size - _SIZE_FIELD:
+            raise RemoteProtocolError(
+                f"frame cmdSize {cmd_size} exceeds totalSize {total_size} - 4"
+            )
+        if available < _SIZE_FIELD + total_size:
+            return None
+        start = self._pos + _HEADER.size
+        with memoryview(self._buf) as view:
+            body = view[start : start + cmd_size].tobytes()
+        self._pos += _SIZE_FIELD + total_size  # any payload after the command is skipped
+        if self._pos == len(self._buf):
+            self._buf.clear()
+            self._pos = 0
+        return decode_command(body)
+
+
+def decode_command(body: bytes) -> Command:
+    """Decode one serialized ``BaseCommand`` (a frame's command part) and validate it."""
+    cmd = BaseCommand()
+    try:
+        cmd.ParseFromString(body)
+    except DecodeError as exc:
+        raise RemoteProtocolError(f"undecodable BaseCommand: {exc}") from None
+    if not cmd.HasField("type"):
+        # proto2 enums are closed: a type number missing from our enum is parked among the
+        # unknown fields and the required field looks unset.
+        type_number = _unknown_type_number(cmd)
+        if type_number is None:
+            raise RemoteProtocolError("BaseCommand without a type")
+        return UnknownCommand(type_number)
+    body_field = _BODY_FIELD.get(cmd.type)
+    if body_field is not None and not cmd.HasField(body_field):
+        raise RemoteProtocolError(
+            f"{BaseCommand.Type.Name(cmd.type)} command without its {body_field} body"
+        )
+    problems = _problems(cmd)
+    if problems:
+        raise RemoteProtocolError(
+            f"invalid {BaseCommand.Type.Name(cmd.type)} command: {', '.join(problems)}"
+        )
+    return cmd
+
+
+def _unknown_type_number(cmd: BaseCommand) -> int | None:
+    number: int | None = None
+    fields = UnknownFieldSet(cmd)
+    for index in range(len(fields)):
+        field = fields[index]
+        if field.field_number == 1 and field.wire_type == 0:  # varint; the last one wins
+            number = int(field.data)
+    return number
+
+
+def _problems(msg: Message, prefix: str = "") -> list[str]:
+    """Missing required fields and strings that are not valid UTF-8 (proto2 parses those into
+    ``bytes`` values instead of failing), with dotted paths."""
+    problems: list[str] = []
+    if not msg.IsInitialized():
+        problems.extend(
+            f"missing required field {prefix}{field.name}"
+            for field in msg.DESCRIPTOR.fields
+            if field.is_required and not msg.HasField(field.name)
+        )
+    for field, value in msg.ListFields():
+        values = value if field.is_repeated else [value]
+        for index, item in enumerate(values):
+            path = f"{prefix}{field.name}[{index}]" if field.is_repeated else prefix + field.name
+            if field.type == FieldDescriptor.TYPE_MESSAGE:
+                problems.extend(_problems(item, path + "."))
+            elif field.type == FieldDescriptor.TYPE_STRING and not isinstance(item, str):
+                problems.append(f"field {path} is not valid UTF-8")
+    return problems
+
+
+def encode_command(cmd: BaseCommand, *, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> bytes:
+    """Frame one command (no payload). Raises :class:`LocalProtocolError` for an invalid command."""
+    body_field = _BODY_FIELD.get(cmd.type) if cmd.HasField("type") else None
+    if body_field is not None and not cmd.HasField(body_field):
+        raise LocalProtocolError(
+            f"{BaseCommand.Type.Name(cmd.type)} command without its {body_field} body"
+        )
+    if not cmd.IsInitialized():
+        raise LocalProtocolError(f"command is missing required fields: {', '.join(_problems(cmd))}")
+    body = cmd.SerializeToString()
+    frame_size = _HEADER.size + len(body)
+    if frame_size > max_frame_size:
+        raise LocalProtocolError(
+            f"frame of {frame_size} bytes exceeds the limit of {max_frame_size} bytes"
+        )
+    return _HEADER.pack(_SIZE_FIELD + len(body), len(body)) + body
+
+
+# --- frames a gateway sends -------------------------------------------------------------------
+
+
+def connected(
+    server_version: str, protocol_version: int, max_message_size: int | None = None
+) -> bytes:
+    """CONNECTED; ``protocol_version`` should be min(client's, ours)."""
+    cmd = BaseCommand(type=BaseCommand.CONNECTED)
+    cmd.connected.server_version = server_version
+    cmd.connected.protocol_version = protocol_version
+    if max_message_size is not None:
+        cmd.connected.max_message_size = max_message_size
+    return encode_command(cmd)
+
+
+def lookup_response(
+    request_id: int,
+    *,
+    response: CommandLookupTopicResponse.LookupType,
+    broker_url: str | None = None,
+    broker_url_tls: str | None = None,
+    authoritative: bool = False,
+    proxy_through_service_url: bool = False,
+    error: ServerError | None = None,
+    message: str | None = None,
+) -> bytes:
+    """LOOKUP_RESPONSE. A failure is ``response=LookupType.Failed`` with ``error`` and
+    ``message`` and no URLs."""
+    cmd = BaseCommand(type=BaseCommand.LOOKUP_RESPONSE)
+    body = cmd.lookupTopicResponse
+    body.request_id = request_id
+    body.response = response
+    if broker_url is not None:
+        body.brokerServiceUrl = broker_url
+    if broker_url_tls is not None:
+        body.brokerServiceUrlTls = broker_url_tls
+    body.authoritative = authoritative
+    body.proxy_through_service_url = proxy_through_service_url
+    if error is not None:
+        body.error = error
+    if message is not None:
+        body.message = message
+    return encode_command(cmd)
+
+
+def partitioned_metadata_response(
+    request_id: int,
+    partitions: int | None = None,
+    error: ServerError | None = None,
+    message: str | None = None,
+) -> bytes:
+    """PARTITIONED_METADATA_RESPONSE: ``Success`` with ``partitions`` (0 = not partitioned), or
+    ``Failed`` when ``error`` is given."""
+    cmd = BaseCommand(type=BaseCommand.PARTITIONED_METADATA_RESPONSE)
+    body = cmd.partitionMetadataResponse
+    body.request_id = request_id
+    if error is None:
+        body.response = CommandPartitionedTopicMetadataResponse.Success
+        body.partitions = 0 if partitions is None else partitions
+    else:
+        body.response = CommandPartitionedTopicMetadataResponse.Failed
+        body.error = error
+        if partitions is not None:
+            body.partitions = partitions
+    if message is not None:
+        body.message = message
+    return encode_command(cmd)
+
+
+def error(request_id: int, error_code: ServerError, message: str) -> bytes:
+    """ERROR, the answer to a request the gateway refuses (e.g. ``NotAllowedError``)."""
+    cmd = BaseCommand(type=BaseCommand.ERROR)
+    cmd.error.request_id = request_id
+    cmd.error.error = error_code
+    cmd.error.message = message
+    return encode_command(cmd)
+
+
+def ping() -> bytes:
+    cmd = BaseCommand(type=BaseCommand.PING)
+    cmd.ping.SetInParent()
+    return encode_command(cmd)
+
+
+def pong() -> bytes:
+    cmd = BaseCommand(type=BaseCommand.PONG)
+    cmd.pong.SetInParent()
+    return encode_command(cmd)
+
+
+# --- frames a client sends (tests, benchmarks, test peers) -------------------------------------
+
+
+def connect(
+    client_version: str,
+    protocol_version: int,
+    *,
+    auth_method_name: str | None = None,
+    auth_data: bytes | None = None,
+    proxy_to_broker_url: str | None = None,
+    feature_flags: FeatureFlags | None = None,
+) -> bytes:
+    cmd = BaseCommand(type=BaseCommand.CONNECT)
+    body = cmd.connect
+    body.client_version = client_version
+    body.protocol_version = protocol_version
+    if auth_method_name is not None:
+        body.auth_method_name = auth_method_name
+    if auth_data is not None:
+        body.auth_data = auth_data
+    if proxy_to_broker_url is not None:
+        body.proxy_to_broker_url = proxy_to_broker_url
+    if feature_flags is not None:
+        body.feature_flags.CopyFrom(feature_flags)
+    return encode_command(cmd)
+
+
+def lookup(
+    topic: str,
+    request_id: int,
+    authoritative: bool = False,
+    advertised_listener_name: str | None = None,
+) -> bytes:
+    """LOOKUP. Like the Java and C++ clients, ``authoritative`` is always sent."""
+    cmd = BaseCommand(type=BaseCommand.LOOKUP)
+    body = cmd.lookupTopic
+    body.topic = topic
+    body.request_id = request_id
+    body.authoritative = authoritative
+    if advertised_listener_name is not None:
+        body.advertised_listener_name = advertised_listener_name
+    return encode_command(cmd)
+
+
+def partitioned_metadata(topic: str, request_id: int) -> bytes:
+    cmd = BaseCommand(type=BaseCommand.PARTITIONED_METADATA)
+    cmd.partitionMetadata.topic = topic
+    cmd.partitionMetadata.request_id = request_id
+    return encode_command(cmd)

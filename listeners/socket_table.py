@@ -1,0 +1,59 @@
+"""The server sockets a config asks for: legacy `*Port` keys (untagged) and `bindAddresses`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from listeners.endpoints import WILDCARD_HOSTS, BindAddress, Endpoint, Scheme
+
+LEGACY_PORT_KEYS: tuple[tuple[str, Scheme], ...] = (
+    ("brokerServicePort", Scheme.PULSAR),
+    ("brokerServicePortTls", Scheme.PULSAR_SSL),
+    ("webServicePort", Scheme.HTTP),
+    ("webServicePortTls", Scheme.HTTPS),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SocketSpec:
+    """One server socket: where it binds, what it speaks, which listener tags its lookups."""
+
+    endpoint: Endpoint
+    listener: str | None  # None: a legacy port, untagged
+    origin: str  # the config key or bindAddresses entry that asked for it
+
+    @property
+    def tls(self) -> bool:
+        return self.endpoint.scheme.is_tls
+
+
+def plan_sockets(
+    bind_address: str, legacy_ports: dict[str, int | None], binds: Iterable[BindAddress]
+) -> list[SocketSpec]:
+    specs = [
+        SocketSpec(Endpoint(scheme, bind_address, port), None, key)
+        for key, scheme in LEGACY_PORT_KEYS
+        if (port := legacy_ports.get(key)) is not None
+    ]
+    specs += [
+        SocketSpec(b.endpoint, b.listener, f"entry '{b.listener}:{b.endpoint.url}'") for b in binds
+    ]
+    return specs
+
+
+def socket_conflicts(specs: list[SocketSpec]) -> list[str]:
+    """Two sockets on one ip:port cannot both bind; a wildcard host overlaps every host.
+    Port 0 (an ephemeral port per socket) never conflicts."""
+    problems = []
+    for i, spec in enumerate(specs):
+        for earlier in specs[:i]:
+            a, b = spec.endpoint, earlier.endpoint
+            if a.port == 0 or a.port != b.port:
+                continue
+            if a.host == b.host or a.host in WILDCARD_HOSTS or b.host in WILDCARD_HOSTS:
+                problems.append(
+                    f"{spec.origin} binds {a.address}, which {earlier.origin} already binds "
+                    f"({b.address})"
+                )
+    return problems

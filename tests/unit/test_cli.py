@@ -1,0 +1,117 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from listeners.cli import main
+from lookup.topics import TopicName
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = f"file:{ROOT / 'configs' / 'demo-cluster.json'}"
+CONFIGS = sorted((ROOT / "configs").glob("*.conf"))
+
+
+@pytest.mark.parametrize("conf", CONFIGS, ids=[c.name for c in CONFIGS])
+def test_check_config_accepts_every_shipped_config(
+    conf: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["check-config", "--config", str(conf)]) == 0
+    out = capsys.readouterr().out
+    assert "ADDRESS" in out and "LISTENER" in out
+
+
+def test_check_config_prints_the_socket_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    conf = tmp_path / "g.conf"
+    conf.write_text(
+        "metadataStoreUrl=file:/tmp/x.json\n"
+        "advertisedListeners=internal:pulsar://10.0.0.1:6650,external:pulsar+ssl://gw:6651\n"
+        "bindAddresses=external:pulsar+ssl://127.0.0.1:6651\n"
+        "tlsCertificateFilePath=/c\ntlsKeyFilePath=/k\nwebServicePort=\n"
+    )
+    assert main(["check-config", "--config", str(conf)]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert ["0.0.0.0:6650", "pulsar", "-", "no", "brokerServicePort"] in rows
+    assert rows[-1][:5] == ["127.0.0.1:6651", "pulsar+ssl", "external", "yes", "entry"]
+
+
+def test_check_config_prints_every_error_and_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    conf = tmp_path / "bad.conf"
+    conf.write_text("advertisedListeners=x:ftp://h:1,pulsar://h:2\nwebServicePort=no\n")
+    assert main(["check-config", "--config", str(conf)]) == 2
+    err = capsys.readouterr().err
+    assert "4 problem(s)" in err
+    for fragment in ("metadataStoreUrl", "unknown scheme 'ftp'", "no listener name", "integer"):
+        assert fragment in err
+
+
+def lookup_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, object]]:
+    code = main(["lookup", *args, "--metadata", DEMO])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_lookup_on_the_demo_cluster(capsys: pytest.CaptureFixture[str]) -> None:
+    code, answer = lookup_json(capsys, "orders-partition-1", "--listener", "external")
+    assert code == 0
+    assert answer["response"] == "connect" and answer["authoritative"] is True
+    assert answer["brokerServiceUrlTls"] == "pulsar+ssl://broker-1.pulsar.example.com:6651"
+    assert answer["listenerChosenBy"] == "explicit"
+
+    code, answer = lookup_json(capsys, "orders-partition-1")
+    assert answer["brokerServiceUrl"] == "pulsar://10.0.0.1:6650"
+    assert answer["listenerChosenBy"] == "internal"
+
+    code, answer = lookup_json(capsys, "orders")
+    assert answer["partitions"] == 4
+
+
+def test_the_demo_cluster_has_an_unowned_bundle(capsys: pytest.CaptureFixture[str]) -> None:
+    # orders-partition-3 hashes into 0xc0000000_0xffffffff, which no broker owns.
+    assert TopicName.parse("orders-partition-3").full.endswith("orders-partition-3")
+    code, answer = lookup_json(capsys, "orders-partition-3", "--listener", "external")
+    assert code == 0
+    assert (answer["response"], answer["authoritative"]) == ("redirect", False)
+    assert answer["brokerId"] == "broker-1.pulsar.svc:8080"  # the leader
+
+
+@pytest.mark.parametrize(
+    ("topic", "listener", "error"),
+    [
+        ("a/b", None, "InvalidTopicName"),
+        ("persistent://nope/ns/t", None, "MetadataError"),
+        ("orders-partition-1", "zone-x", "ServiceNotReady"),
+    ],
+)
+def test_lookup_failures_exit_1_with_the_pulsar_error(
+    capsys: pytest.CaptureFixture[str], topic: str, listener: str | None, error: str
+) -> None:
+    args = [topic] + (["--listener", listener] if listener else [])
+    code, answer = lookup_json(capsys, *args)
+    assert (code, answer["response"], answer["error"]) == (1, "failed", error)
+
+
+def test_lookup_with_a_bad_metadata_url_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["lookup", "t", "--metadata", "file:/does/not/exist.json"]) == 2
+    assert "cannot read snapshot" in capsys.readouterr().err
+
+
+def test_console_script_is_installed() -> None:
+    exe = Path(sys.executable).with_name("pulsar-lookup-gateway")
+    result = subprocess.run(
+        [str(exe), "lookup", "orders-partition-0", "--metadata", DEMO],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["bundle"] == "0x40000000_0x80000000"

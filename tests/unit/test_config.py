@@ -1,0 +1,258 @@
+"""Configuration: broker.conf syntax, environment overrides, and every PIP-95 rule."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from listeners.conf_file import parse_properties, read_config_file
+from listeners.config import ConfigError, GatewayConfig, LoadedConfig, load_config, validate_raw
+from listeners.endpoints import Scheme
+from lookup.resolve import UnownedBundleRedirect
+
+BASE = "metadataStoreUrl=zk:127.0.0.1:2181\n"
+TWO = "advertisedListeners=internal:pulsar://10.0.0.1:6650,external:pulsar://gw.example.com:6650\n"
+TLS = "tlsCertificateFilePath=/c.pem\ntlsKeyFilePath=/k.pem\n"
+
+
+def load(text: str) -> LoadedConfig:
+    return validate_raw(parse_properties(text, "test.conf"))
+
+
+def problems(text: str) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        load(text)
+    return [str(p) for p in info.value.problems]
+
+
+def only_problem(text: str) -> str:
+    found = problems(text)
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_defaults_open_the_legacy_ports_untagged() -> None:
+    config = load(BASE).config
+    table = [(s.endpoint.url, s.listener, s.origin) for s in config.sockets()]
+    assert table == [
+        ("pulsar://0.0.0.0:6650", None, "brokerServicePort"),
+        ("http://0.0.0.0:8080", None, "webServicePort"),
+    ]
+    assert config.internal_listener_name is None
+    assert config.default_number_of_namespace_bundles == 4
+    assert config.max_concurrent_lookup_request == 50_000
+    assert config.unowned_bundle_redirect is UnownedBundleRedirect.LEADER
+
+
+def test_properties_syntax() -> None:
+    raw = parse_properties(
+        "# comment\n! also a comment\n\n  a = 1 \nb:2\nc=x\\\n  y\nd=\nbroken\nb=3\n", "f"
+    )
+    assert raw.values == {"a": "1", "b": "3", "c": "xy", "d": ""}
+    assert raw.sources["b"] == "f:10"
+    assert raw.problems == [("f:9", "expected key=value, got 'broken'")]
+
+
+def test_environment_overrides_the_file(tmp_path: Path) -> None:
+    conf = tmp_path / "g.conf"
+    conf.write_text(BASE + "webServicePort=8080\n")
+    env = {
+        "PULSAR_GATEWAY_webServicePort": "9090",
+        "PULSAR_GATEWAY_advertisedListeners": "internal:pulsar://h:1",
+        "UNRELATED": "x",
+    }
+    config = load_config(conf, env).config
+    assert config.web_service_port == 9090
+    assert [listener.name for listener in config.advertised_listeners] == ["internal"]
+    raw = read_config_file(conf, env)
+    assert raw.sources["webServicePort"] == "PULSAR_GATEWAY_webServicePort"
+
+
+def test_environment_errors_name_the_variable(tmp_path: Path) -> None:
+    conf = tmp_path / "g.conf"
+    conf.write_text(BASE)
+    with pytest.raises(ConfigError) as info:
+        load_config(conf, {"PULSAR_GATEWAY_webServicePort": "http"})
+    assert "webServicePort (PULSAR_GATEWAY_webServicePort)" in str(info.value)
+
+
+def test_unreadable_file_is_a_problem(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read the config file"):
+        load_config(tmp_path / "missing.conf", {})
+
+
+def test_unknown_keys_are_warnings_not_errors() -> None:
+    loaded = load(BASE + "managedLedgerDefaultEnsembleSize=2\n")
+    assert loaded.warnings == [
+        "managedLedgerDefaultEnsembleSize (test.conf:2): not a key the gateway uses; ignored"
+    ]
+
+
+def test_zookeeper_servers_is_the_legacy_spelling() -> None:
+    config = load("zookeeperServers=zk1:2181,zk2:2182\n").config
+    assert config.metadata_store_url.hosts == (("zk1", 2181), ("zk2", 2182))
+
+
+def test_listeners_and_bind_addresses() -> None:
+    config = load(
+        BASE + "advertisedListeners=internal:pulsar://10.0.0.1:6650, internal:http://10.0.0.1:8080,"
+        " external:pulsar+ssl://gw.example.com:6651,external:https://gw.example.com\n"
+        "bindAddresses=internal:pulsar://127.0.0.1:6660,external:pulsar://127.0.0.1:6661,"
+        "internal:http://127.0.0.1:0,external:http://127.0.0.1:0\n"
+        "brokerServicePort=\nwebServicePort=\n"
+    ).config
+    assert [lst.name for lst in config.advertised_listeners] == ["internal", "external"]
+    assert config.internal_listener_name == "internal"  # the first listener
+    external = config.listener("external")
+    assert external is not None
+    assert external.url(Scheme.HTTPS) == "https://gw.example.com:443"  # default port
+    assert external.url(Scheme.PULSAR) is None  # TLS-only listener: legal
+    assert [(s.endpoint.url, s.listener) for s in config.sockets()] == [
+        ("pulsar://127.0.0.1:6660", "internal"),
+        ("pulsar://127.0.0.1:6661", "external"),
+        ("http://127.0.0.1:0", "internal"),
+        ("http://127.0.0.1:0", "external"),  # port 0: each socket its own port
+    ]
+
+
+def test_plaintext_socket_behind_a_tls_advertised_listener_is_legal() -> None:
+    config = load(
+        BASE + "advertisedListeners=ext:pulsar+ssl://gw:6651\n"
+        "bindAddresses=ext:pulsar://127.0.0.1:6650\nbrokerServicePort=\n"
+    ).config
+    assert [s.tls for s in config.sockets()] == [False, False]  # webServicePort stays
+
+
+def test_all_four_schemes_in_one_listener() -> None:
+    text = "advertisedListeners=a:pulsar://h:1,a:pulsar+ssl://h:2,a:http://h:3,a:https://h:4\n"
+    listener = load(BASE + text).config.advertised_listeners[0]
+    assert len(listener.endpoints) == 4
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("advertisedListeners=pulsar://h:1", "entry 'pulsar://h:1' has no listener name"),
+        ("advertisedListeners=b@d:pulsar://h:1", "listener name 'b@d' may only use"),
+        ("advertisedListeners=a:ftp://h:1", "entry 'a:ftp://h:1': unknown scheme 'ftp'"),
+        ("advertisedListeners=a:h:1", "'h:1' is not a URL"),
+        ("advertisedListeners=a:pulsar://:1", "no host"),
+        ("advertisedListeners=a:pulsar://h:99999", "entry 'a:pulsar://h:99999': Port out of range"),
+        ("advertisedListeners=a:pulsar://h:1/path", "only scheme://host:port"),
+        ("advertisedListeners=a:pulsar://h:1,a:pulsar://h:2", "already has a pulsar URL"),
+        ("advertisedListeners=a:pulsar://h:1,b:http://h:1", "already advertised by listener 'a'"),
+        ("advertisedListeners=a:pulsar://h:1\ninternalListenerName=b", "'b' is not declared"),
+        ("internalListenerName=b", "'b' is not declared in advertisedListeners (none)"),
+        ("advertisedListeners=a:pulsar://h:1\nbindAddresses=a:pulsar://127.0.0.1", "no port"),
+        ("advertisedListeners=a:pulsar://h:1\nbindAddresses=a:udp://127.0.0.1:1", "unknown scheme"),
+        ("advertisedListeners=a:pulsar://h:1\nbindAddresses=b:pulsar://127.0.0.1:7000",
+         "listener 'b' is not declared in advertisedListeners"),
+        ("bindAddresses=a:pulsar://127.0.0.1:7000", "listener 'a' is not declared"),
+        ("advertisedListeners=a:pulsar://h:1,b:pulsar://i:1\n"
+         "bindAddresses=a:pulsar://127.0.0.1:7000,b:http://127.0.0.1:7000",
+         "entry 'b:http://127.0.0.1:7000' binds 127.0.0.1:7000, which entry "
+         "'a:pulsar://127.0.0.1:7000' already binds"),
+        ("advertisedListeners=a:pulsar://h:1,b:pulsar://i:1\n"
+         "bindAddresses=a:pulsar://127.0.0.1:7000,b:pulsar://127.0.0.1:7000",
+         "binds 127.0.0.1:7000"),
+        ("advertisedListeners=a:pulsar://h:1\nbindAddresses=a:pulsar://127.0.0.1:6650",
+         "which brokerServicePort already binds (0.0.0.0:6650)"),
+        ("advertisedListeners=a:pulsar+ssl://h:1\nbindAddresses=a:pulsar+ssl://127.0.0.1:7000",
+         "is a TLS socket but no TLS material is configured"),
+        ("brokerServicePortTls=6651", "brokerServicePortTls is a TLS socket but no TLS material"),
+        ("webServicePort=http", "webServicePort (test.conf:2): Input should be a valid integer"),
+        ("webServicePort=70000", "less than or equal to 65535"),
+        ("defaultNumberOfNamespaceBundles=0", "greater than or equal to 1"),
+        ("unownedBundleRedirect=random", "'leader' or 'least-loaded'"),
+        ("tlsRequireTrustedClientCertOnConnect=maybe", "valid boolean"),
+        ("tlsKeyStoreType=JKS", "'JKS' is not PEM or PKCS12"),
+    ],
+)  # fmt: skip
+def test_each_rule_names_the_key_and_the_entry(text: str, expected: str) -> None:
+    message = only_problem(BASE + text + "\n")
+    assert expected in message
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("", "metadataStoreUrl: required"),
+        ("metadataStoreUrl=etcd:h:1", "is neither zk:"),
+        ("metadataStoreUrl=zk:h:port", "no valid port"),
+        ("metadataStoreUrl=file:", "needs a path"),
+    ],
+)
+def test_metadata_store_url(text: str, key: str) -> None:
+    assert key in only_problem(text + "\n")
+
+
+@pytest.mark.parametrize(
+    ("url", "hosts", "chroot"),
+    [
+        ("zk:h1:2181", (("h1", 2181),), ""),
+        ("zk:h1:2181,h2:2182/pulsar/a", (("h1", 2181), ("h2", 2182)), "/pulsar/a"),
+        ("zk:h1/", (("h1", 2181),), ""),
+    ],
+)
+def test_zk_urls(url: str, hosts: tuple[tuple[str, int], ...], chroot: str) -> None:
+    config = load(f"metadataStoreUrl={url}\n").config
+    assert (config.metadata_store_url.hosts, config.metadata_store_url.chroot) == (hosts, chroot)
+
+
+def test_pkcs12_keystore_is_tls_material() -> None:
+    text = BASE + "tlsKeyStoreType=pkcs12\ntlsKeyStore=/ks.p12\nbrokerServicePortTls=6651\n"
+    assert load(text).config.tls_key_store_type == "PKCS12"
+    assert load(BASE + TLS + "webServicePortTls=8443\n").config.sockets()[-1].tls
+
+
+def test_every_problem_is_reported_not_only_the_first() -> None:
+    found = problems(
+        "broken line\n"
+        "webServicePort=x\n"
+        "advertisedListeners=a:pulsar://h:1,b:pulsar://h:2\n"
+        "internalListenerName=zzz\n"
+        "bindAddresses=a:pulsar://127.0.0.1:7000,c:pulsar://127.0.0.1:7001,"
+        "b:pulsar+ssl://127.0.0.1:7000\n"
+    )
+    assert len(found) == 7, found
+    joined = "\n".join(found)
+    for fragment in (
+        "expected key=value",
+        "metadataStoreUrl: required",
+        "webServicePort",
+        "'zzz' is not declared",
+        "listener 'c' is not declared",
+        "binds 127.0.0.1:7000",
+        "no TLS material",
+    ):
+        assert fragment in joined
+
+
+@given(st.dictionaries(st.sampled_from(sorted(GatewayConfig.model_fields)), st.text(max_size=80)))
+def test_arbitrary_values_raise_only_config_errors(values: dict[str, str]) -> None:
+    from pydantic.alias_generators import to_camel
+
+    text = "".join(f"{to_camel(k)}={v.replace(chr(10), ' ')}\n" for k, v in values.items())
+    try:
+        load(text)
+    except ConfigError as exc:
+        assert exc.problems
+
+
+@given(st.text(max_size=200))
+def test_arbitrary_file_text_raises_only_config_errors(text: str) -> None:
+    try:
+        load(text)
+    except ConfigError as exc:
+        assert exc.problems
+
+
+@given(st.text(alphabet=st.sampled_from(list("ab:/,.@ 0123456789+phtuslr[]")), max_size=60))
+def test_arbitrary_listener_lists_raise_only_config_errors(text: str) -> None:
+    try:
+        load(BASE + f"advertisedListeners={text}\nbindAddresses={text}\n")
+    except ConfigError as exc:
+        assert exc.problems

@@ -1,0 +1,131 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from lookup.errors import FailureKind, MalformedNode, NodeNotLoaded
+from lookup.model import (
+    decode_json,
+    parse_broker,
+    parse_leader,
+    parse_ownership,
+    parse_partitioned,
+    parse_policies,
+)
+from lookup.topics import NamespaceName, TopicName
+from lookup.view import ClusterView
+from tests.clusters import broker_node
+
+PATH = "/loadbalance/brokers/b1:8080"
+
+
+def test_broker_registration_parses_and_ignores_unknown_keys() -> None:
+    node = broker_node(1, usage=0.25) | {"someFutureKey": {"x": 1}, "lastUpdate": 17}
+    data = parse_broker(PATH, node)
+    assert data.web_service_url == "http://10.0.0.1:8080"
+    assert data.advertised_listeners["external"].broker_service_url_tls == (
+        "pulsar+ssl://b1.example.com:6651"
+    )
+    assert data.advertised_listeners["internal"].broker_service_url_tls is None
+    assert data.max_resource_usage == 0.25
+    assert data.last_update == 17
+    assert not data.uses_extensible_load_manager
+
+
+def test_optional_keys_are_optional() -> None:
+    assert parse_broker(PATH, {}).advertised_listeners == {}
+    assert parse_ownership("/namespace/a/b/x", {}).disabled is False
+    assert parse_leader("/loadbalance/leader", {"serviceUrl": "http://x:8080"}).broker_id is None
+    assert parse_policies("/admin/policies/a/b", {"auth_policies": {}}).bundles is None
+
+
+@pytest.mark.parametrize(
+    ("parser", "content", "fragment"),
+    [
+        (parse_broker, {"webServiceUrl": 8080}, "webServiceUrl"),
+        (parse_broker, {"advertisedListeners": {"x": {"brokerServiceUrl": 1}}}, "brokerServiceUrl"),
+        (parse_broker, {"maxResourceUsage": "high"}, "maxResourceUsage"),
+        (parse_broker, ["not", "an", "object"], "expected a JSON object"),
+        (parse_ownership, {"disabled": "no"}, "disabled"),
+        (parse_leader, {"brokerId": 5}, "brokerId"),
+        (parse_policies, {"bundles": {"boundaries": "0x0"}}, "bundles.boundaries"),
+        (parse_policies, {"bundles": {"boundaries": ["0x00000000", "0x10"]}}, "end at"),
+        (parse_partitioned, {"partitions": "4"}, "partitions"),
+        (parse_partitioned, {"partitions": -1}, "partitions"),
+    ],
+)
+def test_wrong_types_name_the_path(parser: Any, content: Any, fragment: str) -> None:
+    with pytest.raises(MalformedNode) as info:
+        parser("/some/znode", content)
+    assert info.value.path == "/some/znode"
+    assert "/some/znode" in info.value.message
+    assert fragment in info.value.message
+    assert info.value.kind is FailureKind.METADATA_MALFORMED
+
+
+def test_decode_json() -> None:
+    assert decode_json("/p", b"") is None
+    assert decode_json("/p", b'{"a": 1}') == {"a": 1}
+    with pytest.raises(MalformedNode, match="/p: not JSON"):
+        decode_json("/p", b"\xff{")
+
+
+def test_partial_view_asks_for_what_it_lacks() -> None:
+    view = ClusterView(complete=False)
+    ns = NamespaceName("a", "b")
+    with pytest.raises(NodeNotLoaded) as info:
+        view.policies(ns)
+    assert info.value.path == "/admin/policies/a/b"
+    view.put_absent("/admin/policies/a/b")
+    assert view.policies(ns) is None
+    with pytest.raises(NodeNotLoaded):
+        view.broker_registry()
+    view.set_children("/loadbalance/brokers", ["b1:8080"])
+    with pytest.raises(NodeNotLoaded, match="b1:8080"):
+        view.broker_registry()
+    view.put_json(PATH, broker_node(1))
+    assert list(view.broker_registry().brokers) == ["b1:8080"]
+
+
+def test_view_reparses_a_changed_node_and_reports_undecodable_bytes() -> None:
+    view = ClusterView(complete=True)
+    path = "/admin/partitioned-topics/a/b/persistent/t"
+    view.put_json(path, {"partitions": 2})
+    topic = TopicName.parse("persistent://a/b/t")
+    assert view.partitions(topic) == 2
+    view.put_json(path, {"partitions": 5})
+    assert view.partitions(topic) == 5
+    view.put_bytes(path, b"not json")
+    with pytest.raises(MalformedNode, match=path):
+        view.partitions(topic)
+    view.put_absent(path)
+    assert view.partitions(topic) == 0
+
+
+def test_malformed_registration_is_left_out_of_the_registry_but_named() -> None:
+    view = ClusterView.from_snapshot(
+        {PATH: broker_node(1), "/loadbalance/brokers/b2:8080": {"webServiceUrl": 1}}
+    )
+    registry = view.broker_registry()
+    assert list(registry.brokers) == ["b1:8080"]
+    assert list(registry.invalid) == ["b2:8080"]
+    assert registry.by_url["pulsar://10.0.0.1:6650"] == "b1:8080"
+    with pytest.raises(MalformedNode, match="b2:8080"):
+        view.broker("b2:8080")
+
+
+def test_bundles_prefer_local_policies_then_policies_then_default() -> None:
+    ns = NamespaceName("a", "b")
+    view = ClusterView.from_snapshot({"/admin/policies/a/b": {}})
+    assert view.bundles(ns, 8) is not None
+    assert len(view.bundles(ns, 8).ranges) == 8  # type: ignore[union-attr]
+    view.put_json("/admin/policies/a/b", {"bundles": {"boundaries": ["0x00000000", "0xffffffff"]}})
+    assert len(view.bundles(ns, 8).ranges) == 1  # type: ignore[union-attr]
+    split = ["0x00000000", "0x10000000", "0xffffffff"]
+    view.put_json("/admin/local-policies/a/b", {"bundles": {"boundaries": split}})
+    assert view.bundles(ns, 8).names() == [  # type: ignore[union-attr]
+        "0x00000000_0x10000000",
+        "0x10000000_0xffffffff",
+    ]
+    assert view.bundles(NamespaceName("a", "missing"), 8) is None

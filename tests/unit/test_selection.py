@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+import pytest
+
+from lookup.selection import ChoiceSource, ListenerChoice, choose_listener
+
+E, H, S = ChoiceSource.EXPLICIT, ChoiceSource.HEADER, ChoiceSource.SOCKET
+INT = ChoiceSource.INTERNAL
+
+
+@pytest.mark.parametrize(
+    ("explicit", "header", "socket", "expected"),
+    [
+        ("ext", "hdr", "sock", ListenerChoice("ext", E)),
+        (None, "hdr", "sock", ListenerChoice("hdr", H)),
+        ("", "hdr", "sock", ListenerChoice("hdr", H)),  # blank means absent (Pulsar #14304)
+        ("  ", None, "sock", ListenerChoice("sock", S)),
+        (None, "", "sock", ListenerChoice("sock", S)),
+        (None, None, None, ListenerChoice("internal", INT)),
+        ("", "", None, ListenerChoice("internal", INT)),
+        (" ext ", None, None, ListenerChoice("ext", E)),
+    ],
+)
+def test_precedence(
+    explicit: str | None, header: str | None, socket: str | None, expected: ListenerChoice
+) -> None:
+    choice = choose_listener(
+        explicit=explicit, header=header, socket_listener=socket, internal_listener="internal"
+    )
+    assert choice == expected
+    assert choice.uses_listener_urls is (expected.source is not INT)

@@ -1,0 +1,106 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lookup.errors import FailureKind, InvalidTopicName, ServerError
+from lookup.topics import TopicDomain, TopicName
+
+
+@pytest.mark.parametrize(
+    ("given_name", "full", "domain", "tenant", "ns", "local", "index"),
+    [
+        ("t", "persistent://public/default/t", "persistent", "public", "default", "t", -1),
+        ("acme/pay/t", "persistent://acme/pay/t", "persistent", "acme", "pay", "t", -1),
+        ("persistent://a/b/c", "persistent://a/b/c", "persistent", "a", "b", "c", -1),
+        ("non-persistent://a/b/c", "non-persistent://a/b/c", "non-persistent", "a", "b", "c", -1),
+        ("persistent://a/b/c-partition-7", "persistent://a/b/c-partition-7",
+         "persistent", "a", "b", "c-partition-7", 7),
+        ("x-partition-0", "persistent://public/default/x-partition-0",
+         "persistent", "public", "default", "x-partition-0", 0),
+        ("persistent://a/b/c-partition-x", "persistent://a/b/c-partition-x",
+         "persistent", "a", "b", "c-partition-x", -1),
+        ("persistent://a/b/c-partition-2147483648", "persistent://a/b/c-partition-2147483648",
+         "persistent", "a", "b", "c-partition-2147483648", -1),
+        ("persistent://t=1/ns.2:x/with space", "persistent://t=1/ns.2:x/with space",
+         "persistent", "t=1", "ns.2:x", "with space", -1),
+    ],
+)  # fmt: skip
+def test_valid_names(
+    given_name: str, full: str, domain: str, tenant: str, ns: str, local: str, index: int
+) -> None:
+    topic = TopicName.parse(given_name)
+    assert (topic.full, topic.domain.value, topic.tenant, topic.namespace) == (
+        full,
+        domain,
+        tenant,
+        ns,
+    )
+    assert (topic.local_name, topic.partition_index) == (local, index)
+    assert str(topic) == full
+
+
+@pytest.mark.parametrize(
+    ("bad", "reason"),
+    [
+        ("", "empty"),
+        ("   ", "empty"),
+        ("a/b", "short name"),
+        ("a/b/c/d", "short name"),
+        ("kafka://a/b/c", "domain 'kafka'"),
+        ("persistent://a/b", "expected"),
+        ("persistent://a/b/", "empty local"),
+        ("persistent://a/cluster/ns/t", "legacy v1"),
+        ("persistent://a b/ns/t", "invalid tenant"),
+        ("persistent://a/n$s/t", "invalid namespace"),
+        ("persistent:///ns/t", "invalid tenant"),
+    ],
+)
+def test_invalid_names_carry_invalid_topic_name(bad: str, reason: str) -> None:
+    with pytest.raises(InvalidTopicName) as info:
+        TopicName.parse(bad)
+    assert info.value.code is ServerError.InvalidTopicName
+    assert info.value.kind is FailureKind.INVALID_TOPIC
+    assert reason in info.value.message
+
+
+def test_partitions_and_base() -> None:
+    topic = TopicName.parse("persistent://a/b/orders")
+    part = topic.partition(3)
+    assert part.full == "persistent://a/b/orders-partition-3"
+    assert part.is_partition and part.partition_index == 3
+    assert part.base == topic
+    assert topic.base is topic
+    assert part.partition(1).full == "persistent://a/b/orders-partition-1"
+
+
+@pytest.mark.parametrize(
+    ("encoded", "local"),
+    [("plain", "plain"), ("a%2Fb", "a/b"), ("sp%20ace", "sp ace"), ("%E2%82%AC", "€")],
+)
+def test_rest_path_parts_are_url_decoded(encoded: str, local: str) -> None:
+    if "/" in local:  # a decoded slash makes a 4-part (v1) name, which we refuse
+        with pytest.raises(InvalidTopicName):
+            TopicName.from_rest("persistent", "a", "b", encoded)
+        return
+    topic = TopicName.from_rest("non-persistent", "a", "b", encoded)
+    assert topic.domain is TopicDomain.NON_PERSISTENT
+    assert topic.local_name == local
+
+
+@pytest.mark.parametrize(
+    ("local", "encoded"),
+    [("a b", "a+b"), ("x~y", "x%7Ey"), ("s*t", "s*t"), ("é", "%C3%A9"), ("a.b-c_d", "a.b-c_d")],
+)
+def test_encoded_local_name_matches_java_urlencoder(local: str, encoded: str) -> None:
+    assert TopicName.parse(f"persistent://t/n/{local}").encoded_local_name == encoded
+
+
+@given(st.text(max_size=60))
+def test_parse_raises_only_invalid_topic_name(text: str) -> None:
+    try:
+        topic = TopicName.parse(text)
+    except InvalidTopicName:
+        return
+    assert TopicName.parse(topic.full) == topic
