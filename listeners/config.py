@@ -66,6 +66,19 @@ class ConfigError(Exception):
         self.problems = problems
 
 
+class ListenerSettings(BaseModel):
+    """Settings one listener may override, written `listener.<name>.<key>=value`."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    # Binary lookups answered on this listener tell the client to keep talking to the address
+    # it used and name the broker in CONNECT (a proxy in front of the brokers).
+    proxy_through_service_url: bool = False
+
+
+LISTENER_PREFIX = "listener."
+
+
 class GatewayConfig(BaseModel):
     """Field order matters: a validator sees only the fields declared above it."""
 
@@ -99,6 +112,18 @@ class GatewayConfig(BaseModel):
     default_number_of_namespace_bundles: int = Field(DEFAULT_NUM_BUNDLES, ge=1, le=2**16)
     max_concurrent_lookup_request: int = Field(50_000, ge=1)
     unowned_bundle_redirect: UnownedBundleRedirect = UnownedBundleRedirect.LEADER
+
+    # Connections (binary protocol). The frame cap is maxMessageSize + 10 KiB, as in Pulsar.
+    max_message_size: int = Field(5 * 1024 * 1024, ge=1024)
+    broker_max_connections: int = Field(0, ge=0)  # 0: unlimited
+    keep_alive_interval_seconds: int = Field(30, ge=0)  # 0: never ping
+    connection_handshake_timeout_seconds: float = Field(10.0, gt=0)
+
+    # Graceful stop: how long in-flight lookups may take once a stop is asked for.
+    shutdown_timeout_seconds: float = Field(5.0, gt=0)
+
+    # `listener.<name>.<key>=value`: per-listener settings, keyed by listener name.
+    listener_settings: dict[str, ListenerSettings] = Field(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
@@ -177,6 +202,26 @@ class GatewayConfig(BaseModel):
             raise ValueError("\n".join(problems))
         return binds
 
+    @field_validator("listener_settings", mode="before")
+    @classmethod
+    def _per_listener(cls, value: Any, info: ValidationInfo) -> Any:
+        listeners: tuple[AdvertisedListener, ...] | None = info.data.get("advertised_listeners")
+        if listeners is not None and isinstance(value, dict):
+            declared = {listener.name for listener in listeners}
+            unknown = [f"listener.{name}.*" for name in value if name not in declared]
+            if unknown:
+                raise ValueError(
+                    "\n".join(
+                        f"{key}: listener is not declared in advertisedListeners" for key in unknown
+                    )
+                )
+        return value
+
+    def settings_for(self, listener: str | None) -> ListenerSettings:
+        if listener is not None and listener in self.listener_settings:
+            return self.listener_settings[listener]
+        return _DEFAULT_LISTENER_SETTINGS
+
     # -- derived views, no I/O ------------------------------------------------------------
 
     def sockets(self) -> list[SocketSpec]:
@@ -196,8 +241,10 @@ _LEGACY_FIELDS = {
     "webServicePort": "web_service_port",
     "webServicePortTls": "web_service_port_tls",
 }
+_DEFAULT_LISTENER_SETTINGS = ListenerSettings()
 KNOWN_KEYS = frozenset(
-    {to_camel(name) for name in GatewayConfig.model_fields} | {"zookeeperServers"}
+    {to_camel(name) for name in GatewayConfig.model_fields if name != "listener_settings"}
+    | {"zookeeperServers"}
 )
 
 
@@ -217,8 +264,17 @@ def validate_raw(raw: RawConfig) -> LoadedConfig:
     """Validate the key/value pairs; raises ConfigError holding every problem found."""
     problems = [ConfigProblem(where, message) for where, message in raw.problems]
     config: GatewayConfig | None = None
+    values: dict[str, Any] = {}
+    per_listener: dict[str, dict[str, str]] = {}
+    for key, value in raw.values.items():
+        name, dot, setting = key.removeprefix(LISTENER_PREFIX).partition(".")
+        if key.startswith(LISTENER_PREFIX) and dot and name and setting:
+            per_listener.setdefault(name, {})[setting] = value
+        else:
+            values[key] = value
+    values["listenerSettings"] = per_listener
     try:
-        config = GatewayConfig.model_validate(raw.values)
+        config = GatewayConfig.model_validate(values)
     except ValidationError as exc:
         problems += _problems_of(exc, raw)
     if problems or config is None:
@@ -226,7 +282,7 @@ def validate_raw(raw: RawConfig) -> LoadedConfig:
     warnings = [
         f"{key} ({raw.sources.get(key, '?')}): not a key the gateway uses; ignored"
         for key in sorted(raw.values)
-        if key not in KNOWN_KEYS
+        if key not in KNOWN_KEYS and not key.startswith(LISTENER_PREFIX)
     ]
     return LoadedConfig(config, warnings)
 
@@ -238,7 +294,16 @@ def load_config(path: Path, env: Mapping[str, str]) -> LoadedConfig:
 def _problems_of(exc: ValidationError, raw: RawConfig) -> list[ConfigProblem]:
     problems = []
     for err in exc.errors(include_url=False):
-        key = str(err["loc"][0]) if err["loc"] else "config"
+        loc = err["loc"]
+        key = str(loc[0]) if loc else "config"
+        if key == "listenerSettings" and len(loc) >= 3:
+            key = f"{LISTENER_PREFIX}{loc[1]}.{loc[2]}"
+            if err["type"] == "extra_forbidden":
+                err["msg"] = "not a per-listener key"
+        if key == "listenerSettings":
+            message = err["msg"].removeprefix("Value error, ")
+            problems += [ConfigProblem(*line.split(": ", 1)) for line in message.split("\n")]
+            continue
         if err["type"] == "missing" and key == "metadataStoreUrl":
             message = "required: zk:host:port[,host:port][/chroot] or file:PATH"
         else:

@@ -1,0 +1,119 @@
+"""LookupService: the async shell around resolve() that both front ends (binary, HTTP) call.
+
+It reads through the metadata source's view, fetches nodes the view lacks (NodeNotLoaded) and
+retries, bounds the lookups in flight (maxConcurrentLookupRequest) and records metrics.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from lookup.bundles import BundleRange
+from lookup.errors import FailureKind, LookupFailure, NodeNotLoaded
+from lookup.metrics import LookupMetrics
+from lookup.resolve import (
+    LookupAnswer,
+    ResolvePolicy,
+    ResponseKind,
+    namespace_bundle,
+    resolve,
+    resolve_partitions,
+)
+from lookup.selection import ListenerChoice, choose_listener
+from lookup.source import MetadataSource
+from lookup.topics import TopicName
+from lookup.view import ClusterView
+
+T = TypeVar("T")
+# One lookup reads a handful of nodes; more fetches than this means the data keeps changing
+# under us (or a bug), and the client is better served by an error it can retry.
+MAX_FETCHES_PER_LOOKUP = 64
+
+
+class LookupService:
+    def __init__(
+        self,
+        source: MetadataSource,
+        *,
+        policy: ResolvePolicy | None = None,
+        internal_listener: str | None = None,
+        max_concurrent: int = 50_000,
+        metrics: LookupMetrics | None = None,
+    ) -> None:
+        self.source = source
+        self.policy = policy or ResolvePolicy()
+        self.internal_listener = internal_listener
+        self.max_concurrent = max_concurrent
+        self.metrics = metrics or LookupMetrics()
+        self.pending = 0
+
+    def choose(
+        self,
+        *,
+        explicit: str | None = None,
+        header: str | None = None,
+        socket_listener: str | None = None,
+    ) -> ListenerChoice:
+        return choose_listener(
+            explicit=explicit,
+            header=header,
+            socket_listener=socket_listener,
+            internal_listener=self.internal_listener,
+        )
+
+    async def lookup(
+        self, topic: str | TopicName, choice: ListenerChoice, protocol: str
+    ) -> LookupAnswer:
+        labels = (choice.name or "", choice.source.value, protocol)
+        started = time.perf_counter()
+        self._admit(labels)
+        self.pending += 1
+        self.metrics.pending.inc()
+        try:
+            name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
+            policy = self.policy
+            answer = await self._read(lambda view: resolve(name, choice, view, policy))
+        except LookupFailure as exc:
+            self.metrics.failures.labels(*labels, exc.code.name).inc()
+            raise
+        finally:
+            self.pending -= 1
+            self.metrics.pending.dec()
+        self.metrics.latency.labels(*labels).observe(time.perf_counter() - started)
+        counter = (
+            self.metrics.answers
+            if answer.response is ResponseKind.CONNECT
+            else self.metrics.redirects
+        )
+        counter.labels(*labels).inc()
+        return answer
+
+    async def partitions(self, topic: str | TopicName) -> int:
+        name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
+        return await self._read(lambda view: resolve_partitions(name.base, view))
+
+    async def bundle(self, topic: str | TopicName) -> BundleRange:
+        name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
+        policy = self.policy
+        return await self._read(lambda view: namespace_bundle(name, view, policy))
+
+    def _admit(self, labels: tuple[str, str, str]) -> None:
+        if self.pending >= self.max_concurrent:
+            self.metrics.failures.labels(*labels, "TooManyRequests").inc()
+            raise LookupFailure(
+                FailureKind.TOO_MANY_REQUESTS,
+                f"Too many concurrent lookups (maxConcurrentLookupRequest={self.max_concurrent})",
+            )
+
+    async def _read(self, read: Callable[[ClusterView], T]) -> T:
+        """Run a pure read; fetch whatever node it lacks and run it again."""
+        for _ in range(MAX_FETCHES_PER_LOOKUP):
+            try:
+                return read(self.source.view)
+            except NodeNotLoaded as missing:
+                await self.source.fetch(missing.path)
+        raise LookupFailure(
+            FailureKind.METADATA_UNAVAILABLE, "metadata kept changing while it was read; retry"
+        )
