@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Summary
+
+from lookup.source import SourceStatus
 
 LABELS = ("listener", "chosen_by", "protocol")
 
@@ -28,3 +32,18 @@ class LookupMetrics:
         self.pending = Gauge(
             "pulsar_broker_lookup_pending_requests", "Lookups in flight", registry=self.registry
         )
+
+    def watch_source(self, status: Callable[[], SourceStatus]) -> None:
+        """Expose the metadata source's state, read at scrape time."""
+        ready = Gauge(
+            "pulsar_gateway_metadata_ready",
+            "1 when the metadata source is connected and warm",
+            registry=self.registry,
+        )
+        stale = Gauge(
+            "pulsar_gateway_metadata_stale",
+            "1 while lookups are answered from a cache that may lag the cluster",
+            registry=self.registry,
+        )
+        ready.set_function(lambda: float(status().ready))
+        stale.set_function(lambda: float(status().stale))

@@ -47,6 +47,7 @@ class LookupService:
         self.internal_listener = internal_listener
         self.max_concurrent = max_concurrent
         self.metrics = metrics or LookupMetrics()
+        self.metrics.watch_source(lambda: self.source.status())
         self.pending = 0
 
     def choose(

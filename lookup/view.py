@@ -187,6 +187,11 @@ class ClusterView:
     def paths(self) -> Iterator[str]:
         return iter(self._raw)
 
+    def known_paths(self) -> list[str]:
+        """Every path the view holds something about: present, known absent, and the parents
+        whose children it lists (with a trailing `/`). A source re-reads these to re-watch."""
+        return [*self._raw, *self._absent, *(parent + "/" for parent in self._children)]
+
     # -- typed readers used by resolve() ------------------------------------------------
 
     def broker_registry(self) -> BrokerRegistry:

@@ -1,0 +1,155 @@
+"""A real ZooKeeper server as a child process: for `standalone` and for the test suite.
+
+Uses the Debian `zookeeper` package's jar (its manifest names the dependencies) or a
+distribution under ZOOKEEPER_HOME. Listens on loopback only; data lives in a temp directory.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+DEBIAN_JAR = Path("/usr/share/java/zookeeper.jar")
+MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
+
+
+class ZooKeeperUnavailable(RuntimeError):
+    pass
+
+
+def zookeeper_classpath() -> str:
+    home = os.environ.get("ZOOKEEPER_HOME")
+    if home:
+        jars = sorted(Path(home).glob("lib/*.jar")) + sorted(Path(home).glob("*.jar"))
+        if jars:
+            return os.pathsep.join(str(j) for j in jars)
+        raise ZooKeeperUnavailable(f"ZOOKEEPER_HOME={home} holds no jars")
+    if DEBIAN_JAR.exists():
+        return str(DEBIAN_JAR)
+    raise ZooKeeperUnavailable(
+        "no ZooKeeper server: install the Debian package (apt-get install -y zookeeper, "
+        "or `make install`) or set ZOOKEEPER_HOME"
+    )
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+class EmbeddedZooKeeper:
+    """Start with `start()`, stop with `stop()`; `restart()` keeps the data and the port."""
+
+    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, data_dir: Path | None = None):
+        self.host = host
+        self.port = port or free_port(host)
+        self._own_dir = data_dir is None
+        self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="plg-zk-"))
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log = self.data_dir / "zookeeper.log"
+
+    @property
+    def connect_string(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def start(self, timeout: float = 30.0) -> None:
+        config = self.data_dir / "zoo.cfg"
+        config.write_text(
+            "tickTime=500\n"
+            "minSessionTimeout=1000\n"
+            "maxSessionTimeout=60000\n"
+            f"dataDir={self.data_dir / 'data'}\n"
+            f"clientPort={self.port}\n"
+            f"clientPortAddress={self.host}\n"
+            "admin.enableServer=false\n"
+            "maxClientCnxns=0\n"
+            "4lw.commands.whitelist=ruok,srvr,stat\n"
+        )
+        command = [
+            shutil.which("java") or "java",
+            "-Xmx256m",
+            "-Dzookeeper.jmx.log4j.disable=true",
+            "-cp",
+            zookeeper_classpath(),
+            MAIN_CLASS,
+            str(config),
+        ]
+        log = self._log.open("ab")
+        try:
+            self._process = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
+        finally:
+            log.close()
+        self._wait_until_serving(timeout)
+
+    def _wait_until_serving(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.running:
+                raise ZooKeeperUnavailable(
+                    f"ZooKeeper exited at start-up; see {self._log}:\n{self._tail()}"
+                )
+            if self._ruok():
+                return
+            time.sleep(0.1)
+        self.stop()
+        raise ZooKeeperUnavailable(f"ZooKeeper did not answer within {timeout}s:\n{self._tail()}")
+
+    def _ruok(self) -> bool:
+        try:
+            with socket.create_connection((self.host, self.port), timeout=1) as sock:
+                sock.sendall(b"ruok")
+                return sock.recv(4) == b"imok"
+        except OSError:
+            return False
+
+    def _tail(self) -> str:
+        try:
+            return "\n".join(self._log.read_text(errors="replace").splitlines()[-15:])
+        except OSError:
+            return ""
+
+    def stop(self, timeout: float = 10.0) -> None:
+        process, self._process = self._process, None
+        if process is None:
+            return
+        process.terminate()
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout)
+
+    def kill(self) -> None:
+        """Stop abruptly, as a crash would."""
+        process, self._process = self._process, None
+        if process is not None:
+            process.kill()
+            process.wait(10)
+
+    def restart(self, timeout: float = 30.0) -> None:
+        self.stop()
+        self.start(timeout)
+
+    def close(self) -> None:
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> EmbeddedZooKeeper:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,108 @@
+"""`seed` and `dump`: snapshots into and out of ZooKeeper, in Pulsar's exact layout.
+
+Blocking kazoo calls: for the command line and tests, never for the event loop. Requests are
+pipelined (many in flight) so that 100,000 znodes take seconds, not minutes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.handlers.threading import AsyncResult
+
+from lookup.model import (
+    BROKERS_ROOT,
+    LEADER_PATH,
+    LOCAL_POLICIES_ROOT,
+    NAMESPACE_ROOT,
+    PARTITIONED_ROOT,
+    POLICIES_ROOT,
+)
+
+log = logging.getLogger(__name__)
+
+# The subtrees the gateway reads; `dump` writes exactly these.
+DUMP_ROOTS = (
+    BROKERS_ROOT,
+    LEADER_PATH,
+    NAMESPACE_ROOT,
+    POLICIES_ROOT,
+    LOCAL_POLICIES_ROOT,
+    PARTITIONED_ROOT,
+)
+BATCH = 2000  # requests in flight at once
+
+
+def connect(hosts: str, timeout: float = 15.0) -> KazooClient:
+    client = KazooClient(hosts=hosts, timeout=timeout)
+    client.start(timeout=timeout)
+    return client
+
+
+def encode(content: Any) -> bytes:
+    return b"" if content is None else json.dumps(content, separators=(",", ":")).encode()
+
+
+def _depth(path: str) -> int:
+    return path.count("/")
+
+
+def seed(client: KazooClient, nodes: Mapping[str, Any]) -> int:
+    """Create or overwrite every node of the snapshot (persistent nodes: we are not brokers).
+    Returns the number of nodes written."""
+    parents = {p.rsplit("/", 1)[0] for p in nodes} - set(nodes) - {""}
+    for parent in sorted({a for p in parents for a in _ancestors(p)} | parents, key=_depth):
+        if parent not in nodes:
+            client.ensure_path(parent)
+    by_depth = sorted(nodes, key=lambda p: (_depth(p), p))
+    for start in range(0, len(by_depth), BATCH):
+        batch = by_depth[start : start + BATCH]
+        pending = [(p, client.create_async(p, encode(nodes[p]))) for p in batch]
+        retry = []
+        for path, result in pending:
+            try:
+                result.get()
+            except NodeExistsError:
+                retry.append((path, client.set_async(path, encode(nodes[path]))))
+        for _path, result in retry:
+            result.get()
+    return len(nodes)
+
+
+def _ancestors(path: str) -> Iterable[str]:
+    parts = path.strip("/").split("/")
+    for i in range(1, len(parts)):
+        yield "/" + "/".join(parts[:i])
+
+
+def dump(client: KazooClient, roots: Iterable[str] = DUMP_ROOTS) -> dict[str, Any]:
+    """Every node under `roots` that holds data or is a leaf, as decoded JSON."""
+    result: dict[str, Any] = {}
+    level = [root for root in roots if client.exists(root)]
+    while level:
+        following: list[str] = []
+        for start in range(0, len(level), BATCH):
+            batch = level[start : start + BATCH]
+            reads: list[tuple[str, AsyncResult, AsyncResult]] = [
+                (p, client.get_async(p), client.get_children_async(p)) for p in batch
+            ]
+            for path, data_result, children_result in reads:
+                try:
+                    data, _stat = data_result.get()
+                    children = children_result.get()
+                except NoNodeError:
+                    continue  # deleted while we walked
+                if data or not children:
+                    try:
+                        result[path] = json.loads(data) if data else None
+                    except (UnicodeDecodeError, json.JSONDecodeError):
+                        log.warning("dump: %s does not hold JSON; left out", path)
+                base = "" if path == "/" else path
+                following.extend(f"{base}/{child}" for child in children)
+        level = following
+    return dict(sorted(result.items()))

@@ -1,0 +1,322 @@
+"""`zk:` metadata: znodes read on first use, cached, and kept fresh by ZooKeeper watches.
+
+kazoo runs its callbacks on its own threads; every result is handed to the event loop with
+`call_soon_threadsafe`, and the view is only ever touched on the loop. The loop never blocks
+on ZooKeeper.
+
+Connection states (kazoo): SUSPENDED keeps the cache and serves it (stale); LOST means the
+session expired and its watches are gone, so the cache is dropped and rebuilt on reconnect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import NoNodeError
+from kazoo.handlers.threading import AsyncResult
+from kazoo.protocol.states import WatchedEvent
+from kazoo.retry import KazooRetry
+
+from lookup.errors import FailureKind, LookupFailure, NodeNotLoaded
+from lookup.metadata_url import MetadataUrl
+from lookup.model import BROKERS_ROOT, LEADER_PATH
+from lookup.source import SourceStatus
+from lookup.view import ClusterView
+
+log = logging.getLogger(__name__)
+
+CHILDREN = "/"  # suffix of a fetch path that asks for a node's children
+WARM_PATHS = (BROKERS_ROOT + CHILDREN, LEADER_PATH)  # read at every (re)connect
+WARM_BATCH = 5000  # re-reads in flight at once after a reconnect
+
+
+class ZooKeeperSource:
+    def __init__(
+        self,
+        url: MetadataUrl,
+        *,
+        session_timeout: float = 10.0,
+        read_timeout: float = 1.0,
+        start_timeout: float = 10.0,
+    ) -> None:
+        self.url = url
+        self.read_timeout = read_timeout
+        self.start_timeout = start_timeout
+        self._client = KazooClient(
+            hosts=url.zk_hosts + url.chroot,
+            timeout=session_timeout,
+            connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0),
+            logger=logging.getLogger("kazoo.client"),
+        )
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._view = ClusterView(complete=False)
+        self._inflight: dict[str, asyncio.Future[None]] = {}
+        self._generation = 0  # bumped on session loss; results of older reads are dropped
+        self._connected = False
+        self._warm = False
+        self._ever_connected = False
+        self._suspended_since: float | None = None
+        self._warm_task: asyncio.Task[None] | None = None
+        self._warmed = asyncio.Event()
+        self.reads = 0  # ZooKeeper reads issued; concurrent misses for one node share one
+
+    @property
+    def view(self) -> ClusterView:
+        return self._view
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect in the background; wait (bounded) until the cache is warm."""
+        self._loop = asyncio.get_running_loop()
+        self._client.add_listener(self._on_state)
+        self._client.start_async()
+        try:
+            await asyncio.wait_for(self._warmed.wait(), self.start_timeout)
+        except TimeoutError:
+            log.warning("%s: not connected after %.0fs; lookups fail until it is", self.url,
+                        self.start_timeout)  # fmt: skip
+
+    async def close(self) -> None:
+        if self._warm_task is not None:
+            self._warm_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._warm_task
+        self._connected = False
+        self._fail_inflight("the metadata source is closing")
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self._client.stop)
+        await loop.run_in_executor(None, self._client.close)
+
+    def status(self) -> SourceStatus:
+        if self._connected and self._warm:
+            return SourceStatus(True, "")
+        if self._suspended_since is not None and self._ever_connected:
+            lag = time.monotonic() - self._suspended_since
+            reason = f"ZooKeeper connection suspended for {lag:.1f}s; serving cached metadata"
+            return SourceStatus(False, reason, stale=True)
+        if self._connected:
+            return SourceStatus(False, f"reading cluster metadata from {self.url}")
+        return SourceStatus(False, f"not connected to ZooKeeper at {self.url}")
+
+    # -- reads --------------------------------------------------------------------------
+
+    async def fetch(self, path: str) -> None:
+        if not self._connected:
+            raise self._unavailable(f"ZooKeeper at {self.url} is not reachable")
+        future = self._inflight.get(path) or self._start_read(path)
+        try:
+            await asyncio.wait_for(asyncio.shield(future), self.read_timeout)
+        except TimeoutError:
+            raise self._unavailable(f"reading {path} from ZooKeeper timed out") from None
+        if path.endswith(CHILDREN):
+            await self._fetch_children_data(path[: -len(CHILDREN)])
+
+    async def _fetch_children_data(self, parent: str) -> None:
+        # A lookup that lists brokers reads every registration: read them together.
+        view = self._view
+        missing = []
+        for name in view.children(parent):
+            child = f"{parent}/{name}"
+            try:
+                view.exists(child)
+            except NodeNotLoaded:
+                missing.append(child)
+        if missing:
+            await asyncio.gather(*(self.fetch(child) for child in missing))
+
+    def _start_read(self, path: str) -> asyncio.Future[None]:
+        assert self._loop is not None
+        future: asyncio.Future[None] = self._loop.create_future()
+        future.add_done_callback(_consume_exception)
+        self._inflight[path] = future
+        self.reads += 1
+        generation = self._generation
+        if path.endswith(CHILDREN):
+            parent = path[: -len(CHILDREN)]
+            result = self._client.get_children_async(parent, watch=self._on_watch)
+            self._when_done(result, lambda r: self._children_read(future, parent, generation, r))
+        else:
+            result = self._client.get_async(path, watch=self._on_watch)
+            self._when_done(result, lambda r: self._data_read(future, path, generation, r))
+        return future
+
+    def _when_done(self, result: AsyncResult, then: Callable[[AsyncResult], None]) -> None:
+        """Run `then(result)` on the event loop once kazoo completes `result`."""
+        loop = self._loop
+        assert loop is not None
+
+        def hand_over(done: AsyncResult) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting
+                loop.call_soon_threadsafe(then, done)
+
+        result.rawlink(hand_over)
+
+    def _data_read(
+        self, future: asyncio.Future[None], path: str, generation: int, result: AsyncResult
+    ) -> None:
+        if generation != self._generation:
+            return self._finish(future, self._unavailable("ZooKeeper session was lost"))
+        if result.successful():
+            data, _stat = result.value
+            self._view.put_bytes(path, data or b"")
+            return self._finish(future, None)
+        if isinstance(result.exception, NoNodeError):
+            # Absent: watch for its creation (a data watch is only set on existing nodes).
+            exists = self._client.exists_async(path, watch=self._on_watch)
+            self._when_done(exists, lambda r: self._exists_read(future, path, generation, r))
+            return None
+        return self._finish(future, self._read_error(path, result.exception))
+
+    def _exists_read(
+        self, future: asyncio.Future[None], path: str, generation: int, result: AsyncResult
+    ) -> None:
+        if generation != self._generation:
+            return self._finish(future, self._unavailable("ZooKeeper session was lost"))
+        if not result.successful():
+            return self._finish(future, self._read_error(path, result.exception))
+        if result.value is None:
+            self._view.put_absent(path)
+            return self._finish(future, None)
+        # Created between the two reads: read it again (keeping the same waiters).
+        again = self._client.get_async(path, watch=self._on_watch)
+        self._when_done(again, lambda r: self._data_read(future, path, generation, r))
+        return None
+
+    def _children_read(
+        self, future: asyncio.Future[None], parent: str, generation: int, result: AsyncResult
+    ) -> None:
+        if generation != self._generation:
+            return self._finish(future, self._unavailable("ZooKeeper session was lost"))
+        if result.successful():
+            self._view.set_children(parent, result.value)
+            return self._finish(future, None)
+        if isinstance(result.exception, NoNodeError):
+            self._view.set_children(parent, [])
+            exists = self._client.exists_async(parent, watch=self._on_watch)
+            self._when_done(exists, lambda r: None)
+            return self._finish(future, None)
+        return self._finish(future, self._read_error(parent, result.exception))
+
+    def _finish(self, future: asyncio.Future[None], error: LookupFailure | None) -> None:
+        """Complete one read's waiters; a newer read of the same path may already be listed."""
+        for path, pending in list(self._inflight.items()):
+            if pending is future:
+                del self._inflight[path]
+                break
+        if future.done():
+            return
+        if error is None:
+            future.set_result(None)
+        else:
+            future.set_exception(error)
+
+    def _read_error(self, path: str, exc: BaseException | None) -> LookupFailure:
+        return self._unavailable(f"reading {path} from ZooKeeper failed: {exc!r}")
+
+    @staticmethod
+    def _unavailable(message: str) -> LookupFailure:
+        return LookupFailure(FailureKind.METADATA_UNAVAILABLE, message)
+
+    def _fail_inflight(self, message: str) -> None:
+        inflight, self._inflight = self._inflight, {}
+        for future in inflight.values():
+            if not future.done():
+                future.set_exception(self._unavailable(message))
+
+    # -- watches and connection states (called on kazoo threads) -------------------------
+
+    def _on_watch(self, event: WatchedEvent) -> None:
+        self._call_on_loop(self._watch_fired, event)
+
+    def _on_state(self, state: str) -> None:
+        self._call_on_loop(self._state_changed, state)
+
+    def _call_on_loop(self, func: Callable[..., None], *args: Any) -> None:
+        if self._loop is not None:
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(func, *args)
+
+    def _watch_fired(self, event: WatchedEvent) -> None:
+        if not self._connected or event.path is None:
+            return
+        if event.type == "CHILD":
+            self._refresh(event.path + CHILDREN)
+        elif event.type in ("CREATED", "CHANGED", "DELETED"):
+            self._refresh(event.path)
+            if event.type == "CREATED" and event.path == BROKERS_ROOT:
+                self._refresh(BROKERS_ROOT + CHILDREN)
+
+    def _refresh(self, path: str) -> None:
+        """Re-read a node a watch said changed; the cache serves the old value until then."""
+        self._start_read(path)
+        if path.endswith(CHILDREN) and self._loop is not None:
+            task = self._loop.create_task(self._fetch_children_after(path))
+            task.add_done_callback(_consume_exception)
+
+    async def _fetch_children_after(self, path: str) -> None:
+        future = self._inflight.get(path)
+        if future is not None:
+            await asyncio.wait_for(asyncio.shield(future), self.read_timeout * 5)
+        await self._fetch_children_data(path[: -len(CHILDREN)])
+
+    def _state_changed(self, state: str) -> None:
+        if state == KazooState.SUSPENDED:
+            # kazoo drops every watch on a connection loss: the cache may now lag the cluster.
+            self._connected = False
+            self._warm = False
+            self._suspended_since = time.monotonic()
+            log.warning("%s: connection suspended; serving cached metadata", self.url)
+        elif state == KazooState.LOST:
+            self._connected = False
+            self._warm = False
+            self._generation += 1
+            self._view = ClusterView(complete=False)
+            self._fail_inflight("ZooKeeper session was lost")
+            self._suspended_since = None
+            log.warning("%s: session lost; the metadata cache is dropped", self.url)
+        elif state == KazooState.CONNECTED:
+            self._connected = True
+            self._ever_connected = True
+            log.info("%s: connected", self.url)
+            if self._loop is not None:
+                if self._warm_task is not None:
+                    self._warm_task.cancel()
+                self._warm_task = self._loop.create_task(self._warm_up())
+
+    async def _warm_up(self) -> None:
+        """Read what every lookup needs (brokers, leader), and re-read (re-watch) everything
+        the cache already holds, before calling the source ready."""
+        generation = self._generation
+        for attempt in range(1, 1_000_000):
+            paths = list(dict.fromkeys([*WARM_PATHS, *self._view.known_paths()]))
+            try:
+                for start in range(0, len(paths), WARM_BATCH):
+                    batch = [self._start_read(p) for p in paths[start : start + WARM_BATCH]]
+                    await asyncio.wait_for(asyncio.gather(*batch), self.read_timeout * 10)
+                await self._fetch_children_data(BROKERS_ROOT)
+            except (LookupFailure, TimeoutError) as exc:
+                if not self._connected or generation != self._generation:
+                    return  # the next CONNECTED starts another warm-up
+                log.warning("%s: warm-up attempt %d failed: %s", self.url, attempt, exc)
+                await asyncio.sleep(min(0.1 * attempt, 1.0))
+                continue
+            if generation == self._generation and self._connected:
+                self._warm = True
+                self._suspended_since = None
+                self._warmed.set()
+                brokers = len(self._view.broker_registry().brokers)
+                log.info("%s: ready (%d brokers, %d znodes)", self.url, brokers, len(paths))
+            return
+
+
+def _consume_exception(future: asyncio.Future[Any]) -> None:
+    # A read nobody awaits any more (its waiter timed out) must not log "never retrieved".
+    if not future.cancelled():
+        future.exception()
