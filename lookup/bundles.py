@@ -29,10 +29,11 @@ class BundleRange:
 
     lower: int
     upper: int
+    name: str = field(init=False, compare=False)  # lookups use it as a key: format it once
 
-    @property
-    def name(self) -> str:
-        return f"{format_boundary(self.lower)}_{format_boundary(self.upper)}"
+    def __post_init__(self) -> None:
+        name = f"{format_boundary(self.lower)}_{format_boundary(self.upper)}"
+        object.__setattr__(self, "name", name)
 
     def __str__(self) -> str:
         return self.name

@@ -83,7 +83,7 @@ def resolve(
     bundle = namespace_bundle(topic, view, policy)
     namespace = topic.namespace_name
     registry = view.broker_registry()
-    if not _extensible(registry):
+    if not registry.extensible:
         owner = view.ownership(namespace, bundle.name)
         if owner is not None:
             if owner.disabled:
@@ -109,11 +109,6 @@ def _namespace_not_found(namespace: NamespaceName) -> LookupFailure:
 
 def _listener_missing(name: str | None) -> LookupFailure:
     return LookupFailure(FailureKind.LISTENER_NOT_FOUND, f"the broker do not have {name} listener")
-
-
-def _extensible(registry: BrokerRegistry) -> bool:
-    # With the extensible load manager, ownership lives in a system topic, not in /namespace.
-    return any(b.uses_extensible_load_manager for b in registry.brokers.values())
 
 
 def _from_listener(
@@ -185,7 +180,7 @@ def _redirect_target(
     """(broker id, its URLs, authoritative) for a bundle that has no owner."""
     if not registry.brokers:
         raise LookupFailure(FailureKind.NO_BROKER, "No broker was available")
-    if _extensible(registry):
+    if registry.extensible:
         # Only a broker can find the owner; let it do the lookup (non-authoritative).
         broker_id, urls = _least_loaded(topic, choice, registry.brokers)
         return broker_id, urls, False

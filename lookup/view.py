@@ -55,6 +55,8 @@ class BrokerRegistry:
     brokers: Mapping[str, BrokerData]
     invalid: Mapping[str, MalformedNode]
     by_url: Mapping[str, str]  # any service or web URL of a broker -> broker id
+    # With the extensible load manager, ownership lives in a system topic, not in /namespace.
+    extensible: bool
 
     @classmethod
     def build(
@@ -71,7 +73,8 @@ class BrokerRegistry:
             ):
                 if url:
                     by_url.setdefault(url, broker_id)
-        return cls(brokers, invalid, by_url)
+        extensible = any(b.uses_extensible_load_manager for b in brokers.values())
+        return cls(brokers, invalid, by_url, extensible)
 
 
 class ClusterView:

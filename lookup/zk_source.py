@@ -42,7 +42,7 @@ class ZooKeeperSource:
         url: MetadataUrl,
         *,
         session_timeout: float = 10.0,
-        read_timeout: float = 1.0,
+        read_timeout: float = 2.0,
         start_timeout: float = 10.0,
     ) -> None:
         self.url = url
