@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from lookup.bundles import BundleRange
 from lookup.errors import FailureKind, LookupFailure, NodeNotLoaded
@@ -49,6 +49,8 @@ class LookupService:
         self.metrics = metrics or LookupMetrics()
         self.metrics.watch_source(lambda: self.source.status())
         self.pending = 0
+        # prometheus-client's labels() costs more than a warm resolve(): look each set up once.
+        self._series: dict[tuple[str, str, str], tuple[Any, Any, Any]] = {}
 
     def choose(
         self,
@@ -82,14 +84,22 @@ class LookupService:
         finally:
             self.pending -= 1
             self.metrics.pending.dec()
-        self.metrics.latency.labels(*labels).observe(time.perf_counter() - started)
-        counter = (
-            self.metrics.answers
-            if answer.response is ResponseKind.CONNECT
-            else self.metrics.redirects
-        )
-        counter.labels(*labels).inc()
+        latency, answers, redirects = self._series_for(labels)
+        latency.observe(time.perf_counter() - started)
+        (answers if answer.response is ResponseKind.CONNECT else redirects).inc()
         return answer
+
+    def _series_for(self, labels: tuple[str, str, str]) -> tuple[Any, Any, Any]:
+        series = self._series.get(labels)
+        if series is None:
+            m = self.metrics
+            series = (
+                m.latency.labels(*labels),
+                m.answers.labels(*labels),
+                m.redirects.labels(*labels),
+            )
+            self._series[labels] = series
+        return series
 
     async def partitions(self, topic: str | TopicName) -> int:
         name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)

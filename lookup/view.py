@@ -8,6 +8,7 @@ NodeNotLoaded, and the source reads it and retries). All writes happen on one th
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
@@ -36,7 +37,20 @@ from lookup.model import (
 from lookup.topics import NamespaceName, TopicName
 
 T = TypeVar("T")
-_BUNDLES_KEY = "#bundles"  # parse-cache key suffix for a policies node's NamespaceBundles
+_BUNDLES_KEY = "#bundles"  # parse-cache key of a policies node's NamespaceBundles
+# Equal znode contents share one decoded copy and one parse cache: ownership nodes of one broker
+# are identical, so 100,000 bundles cost a few hundred objects. The table is bounded.
+INTERN_LIMIT = 100_000
+
+
+class _Node:
+    """One znode content, shared by every path that holds equal bytes, with its parses."""
+
+    __slots__ = ("content", "parsed")
+
+    def __init__(self, content: Any) -> None:
+        self.content = content
+        self.parsed: dict[object, Any] = {}
 
 
 class _Undecodable:
@@ -80,10 +94,10 @@ class BrokerRegistry:
 class ClusterView:
     def __init__(self, *, complete: bool) -> None:
         self.complete = complete
-        self._raw: dict[str, Any] = {}
+        self._raw: dict[str, _Node] = {}
         self._absent: set[str] = set()
         self._children: dict[str, set[str]] = {}
-        self._parsed: dict[str, Any] = {}
+        self._interned: dict[bytes, _Node] = {}
         self._registry: BrokerRegistry | None = None
         self.version = 0  # bumped on every write; lets callers notice change
 
@@ -98,14 +112,30 @@ class ClusterView:
     # -- writes (metadata sources) -------------------------------------------------------
 
     def put_bytes(self, path: str, data: bytes) -> None:
-        try:
-            content: Any = decode_json(path, data)
-        except MalformedNode as exc:
-            content = _Undecodable(exc)
-        self.put_json(path, content)
+        node = self._interned.get(data)
+        if node is None:
+            try:
+                node = _Node(decode_json(path, data))
+            except MalformedNode as exc:
+                node = _Node(_Undecodable(exc))
+            self._intern(data, node)
+        self._put(path, node)
 
     def put_json(self, path: str, content: Any) -> None:
-        self._raw[path] = content
+        key = json.dumps(content, sort_keys=True, separators=(",", ":")).encode()
+        node = self._interned.get(key)
+        if node is None:
+            node = _Node(content)
+            self._intern(key, node)
+        self._put(path, node)
+
+    def _intern(self, key: bytes, node: _Node) -> None:
+        if len(self._interned) >= INTERN_LIMIT:
+            self._interned.clear()
+        self._interned[key] = node
+
+    def _put(self, path: str, node: _Node) -> None:
+        self._raw[path] = node
         self._absent.discard(path)
         if self.complete:
             parent, _, name = path.rpartition("/")
@@ -135,13 +165,11 @@ class ClusterView:
         self._raw.clear()
         self._absent.clear()
         self._children.clear()
-        self._parsed.clear()
+        self._interned.clear()
         self._registry = None
         self.version += 1
 
     def _changed(self, path: str) -> None:
-        self._parsed.pop(path, None)
-        self._parsed.pop(path + _BUNDLES_KEY, None)
         if path.startswith(BROKERS_ROOT):
             self._registry = None
         self.version += 1
@@ -151,7 +179,7 @@ class ClusterView:
     def raw(self, path: str) -> Any:
         """The decoded content of `path`, or None if it does not exist."""
         if path in self._raw:
-            content = self._raw[path]
+            content = self._raw[path].content
             if isinstance(content, _Undecodable):
                 raise content.error
             return content
@@ -168,15 +196,16 @@ class ClusterView:
 
     def node(self, path: str, parser: Callable[[str, Any], T]) -> T | None:
         """The parsed node at `path` (parsed once, until it changes), or None if absent."""
+        stored = self._raw.get(path)
+        if stored is None:
+            self.raw(path)  # raises NodeNotLoaded when the view cannot tell
+            return None
         try:
-            return cast(T, self._parsed[path])
+            return cast(T, stored.parsed[parser])
         except KeyError:
             pass
-        content = self.raw(path)
-        if content is None and path not in self._raw:
-            return None
-        parsed = parser(path, content)
-        self._parsed[path] = parsed
+        parsed = parser(path, self.raw(path))
+        stored.parsed[parser] = parsed
         return parsed
 
     def children(self, path: str) -> list[str]:
@@ -242,15 +271,15 @@ class ClusterView:
         return NamespaceBundles.equal(default_count)
 
     def _bundles_of(self, path: str, policies: NamespacePolicies) -> NamespaceBundles:
-        key = path + _BUNDLES_KEY
-        cached = self._parsed.get(key)
+        stored = self._raw[path]
+        cached = stored.parsed.get(_BUNDLES_KEY)
         if cached is None:
             assert policies.bundles is not None
             try:
                 cached = policies.bundles.to_bundles()
             except ValueError as exc:
                 raise MalformedNode(path, f"bundles: {exc}") from None
-            self._parsed[key] = cached
+            stored.parsed[_BUNDLES_KEY] = cached
         return cast(NamespaceBundles, cached)
 
     def ownership(self, namespace: NamespaceName, bundle_name: str) -> OwnershipData | None:
