@@ -7,7 +7,7 @@ retries, bounds the lookups in flight (maxConcurrentLookupRequest) and records m
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, TypeVar
 
 from lookup.bundles import BundleRange
@@ -30,6 +30,7 @@ T = TypeVar("T")
 # One lookup reads a handful of nodes; more fetches than this means the data keeps changing
 # under us (or a bug), and the client is better served by an error it can retry.
 MAX_FETCHES_PER_LOOKUP = 64
+UNDECLARED = "undeclared"  # metric label for a listener name the config does not declare
 
 
 class LookupService:
@@ -41,6 +42,7 @@ class LookupService:
         internal_listener: str | None = None,
         max_concurrent: int = 50_000,
         metrics: LookupMetrics | None = None,
+        declared_listeners: Collection[str] | None = None,
     ) -> None:
         self.source = source
         self.policy = policy or ResolvePolicy()
@@ -49,6 +51,10 @@ class LookupService:
         self.metrics = metrics or LookupMetrics()
         self.metrics.watch_source(lambda: self.source.status())
         self.pending = 0
+        # Listener names come from clients: label only declared ones, so metrics stay bounded.
+        self.declared_listeners = (
+            frozenset(declared_listeners) if declared_listeners is not None else None
+        )
         # prometheus-client's labels() costs more than a warm resolve(): look each set up once.
         self._series: dict[tuple[str, str, str], tuple[Any, Any, Any]] = {}
 
@@ -69,7 +75,7 @@ class LookupService:
     async def lookup(
         self, topic: str | TopicName, choice: ListenerChoice, protocol: str
     ) -> LookupAnswer:
-        labels = (choice.name or "", choice.source.value, protocol)
+        labels = (self._label(choice.name), choice.source.value, protocol)
         started = time.perf_counter()
         self._admit(labels)
         self.pending += 1
@@ -88,6 +94,13 @@ class LookupService:
         latency.observe(time.perf_counter() - started)
         (answers if answer.response is ResponseKind.CONNECT else redirects).inc()
         return answer
+
+    def _label(self, listener: str | None) -> str:
+        if listener is None:
+            return ""
+        if self.declared_listeners is not None and listener not in self.declared_listeners:
+            return UNDECLARED
+        return listener
 
     def _series_for(self, labels: tuple[str, str, str]) -> tuple[Any, Any, Any]:
         series = self._series.get(labels)

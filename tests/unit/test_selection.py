@@ -29,3 +29,14 @@ def test_precedence(
     )
     assert choice == expected
     assert choice.uses_listener_urls is (expected.source is not INT)
+
+
+async def test_metric_labels_use_only_declared_listener_names() -> None:
+    from lookup.file_source import FileSource
+    from lookup.service import UNDECLARED, LookupService
+
+    service = LookupService(FileSource("unused.json"), declared_listeners=["internal"])
+    assert service._label("internal") == "internal"
+    assert service._label("random-name-from-a-client") == UNDECLARED
+    assert service._label(None) == ""
+    assert LookupService(FileSource("unused.json"))._label("anything") == "anything"
