@@ -13,7 +13,7 @@ install: $(STAMP) zookeeper
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
 	touch $(STAMP)
 
 # The ZooKeeper server jar, for standalone mode and the integration tests (ZOOKEEPER_HOME also works).

@@ -3,23 +3,27 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from listeners.config import ConfigError, GatewayConfig, LoadedConfig, load_config
 from lookup.errors import LookupFailure
-from lookup.metadata_url import parse_metadata_url
-from lookup.resolve import LookupAnswer, ResolvePolicy, resolve, resolve_partitions
-from lookup.selection import choose_listener
-from lookup.snapshot import SnapshotError, read_snapshot
-from lookup.topics import TopicName
-from lookup.view import ClusterView
+from lookup.metadata_url import MetadataUrl, parse_metadata_url
+from lookup.resolve import LookupAnswer, ResolvePolicy
+from lookup.service import LookupService
+from lookup.snapshot import SnapshotError, read_snapshot, write_snapshot
+from lookup.sources import open_source
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+# configs/ beside the packages (a source checkout or an editable install), else the cwd's.
+_CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+CONFIGS = _CONFIGS if _CONFIGS.is_dir() else Path("configs")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -49,12 +53,42 @@ def _parser() -> argparse.ArgumentParser:
     lookup.add_argument("--metadata", required=True, help="zk:host:port[/chroot] or file:PATH")
     lookup.add_argument("--config", type=Path, help="gateway config (bundle defaults, redirects)")
     lookup.set_defaults(handler=cmd_lookup)
+
+    run = sub.add_parser("run", help="run the gateway")
+    run.add_argument("--config", required=True, type=Path, help="broker.conf-style file")
+    run.set_defaults(handler=cmd_run)
+
+    standalone = sub.add_parser(
+        "standalone", help="start a ZooKeeper with a demo cluster and a gateway in front of it"
+    )
+    standalone.add_argument("--config", type=Path, default=CONFIGS / "standalone.conf")
+    standalone.add_argument("--snapshot", type=Path, default=CONFIGS / "demo-cluster.json")
+    standalone.add_argument("--zookeeper-port", type=int, default=0, help="default: a free one")
+    standalone.set_defaults(handler=cmd_standalone)
+
+    seed = sub.add_parser("seed", help="write a snapshot into ZooKeeper in Pulsar's layout")
+    seed.add_argument("--metadata", required=True, help="zk:host:port[/chroot]")
+    seed.add_argument("--snapshot", required=True, type=Path)
+    seed.set_defaults(handler=cmd_seed)
+
+    dump = sub.add_parser("dump", help="write the znodes the gateway reads as a snapshot")
+    dump.add_argument("--metadata", required=True, help="zk:host:port[/chroot]")
+    dump.add_argument("--out", required=True, type=Path)
+    dump.set_defaults(handler=cmd_dump)
     return parser
 
 
-def _load(path: Path) -> LoadedConfig | None:
+def _setup_logging() -> None:
+    logging.basicConfig(
+        level=os.environ.get("PULSAR_GATEWAY_LOG_LEVEL", "INFO").upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    logging.getLogger("kazoo.client").setLevel(logging.WARNING)
+
+
+def _load(path: Path, env: Mapping[str, str] | None = None) -> LoadedConfig | None:
     try:
-        loaded = load_config(path, os.environ)
+        loaded = load_config(path, os.environ if env is None else env)
     except ConfigError as exc:
         print(f"{path}: {len(exc.problems)} problem(s):", file=sys.stderr)
         for problem in exc.problems:
@@ -112,31 +146,156 @@ def cmd_lookup(args: argparse.Namespace) -> int:
         policy = loaded.config.resolve_policy()
         internal = loaded.config.internal_listener_name
     try:
-        view = open_view(args.metadata)
-    except (ValueError, SnapshotError) as exc:
+        url = parse_metadata_url(args.metadata)
+    except ValueError as exc:
         print(f"--metadata: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    choice = choose_listener(explicit=args.listener, internal_listener=internal)
-    result: dict[str, Any] = {"topic": args.topic}
     try:
-        topic = TopicName.parse(args.topic)
-        result["topic"] = topic.full
-        answer = resolve(topic, choice, view, policy)
+        result = asyncio.run(_lookup(url, args.topic, args.listener, policy, internal))
+    except SnapshotError as exc:
+        print(f"--metadata: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(json.dumps(result, indent=2))
+    return EXIT_FAILED if result["response"] == "failed" else EXIT_OK
+
+
+async def _lookup(
+    url: MetadataUrl, topic: str, listener: str | None, policy: ResolvePolicy, internal: str | None
+) -> dict[str, Any]:
+    source = open_source(url)
+    await source.start()
+    service = LookupService(source, policy=policy, internal_listener=internal)
+    result: dict[str, Any] = {"topic": topic}
+    try:
+        answer = await service.lookup(topic, service.choose(explicit=listener), "cli")
         result.update(answer_json(answer))
-        result["partitions"] = resolve_partitions(topic, view)
+        result["partitions"] = await service.partitions(answer.topic)
     except LookupFailure as exc:
         result.update(response="failed", error=exc.code.name, message=exc.message)
-        print(json.dumps(result, indent=2))
+    finally:
+        await source.close()
+    return result
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    _setup_logging()
+    loaded = _load(args.config)
+    if loaded is None:
+        return EXIT_USAGE
+    return _serve(loaded.config)
+
+
+def _serve(config: GatewayConfig) -> int:
+    from listeners.gateway import Gateway, serve
+    from tls.context import TlsConfigError
+
+    try:
+        asyncio.run(serve(Gateway(config)))
+    except (TlsConfigError, SnapshotError, OSError) as exc:
+        logging.getLogger("listeners.gateway").error("cannot start: %s", exc)
         return EXIT_FAILED
-    print(json.dumps(result, indent=2))
     return EXIT_OK
 
 
-def open_view(metadata: str) -> ClusterView:
-    url = parse_metadata_url(metadata)
-    if url.kind == "file":
-        return ClusterView.from_snapshot(read_snapshot(url.path))
-    raise ValueError("zk: metadata is not supported by this command yet")
+def _zk_url(text: str) -> MetadataUrl | None:
+    try:
+        url = parse_metadata_url(text)
+    except ValueError as exc:
+        print(f"--metadata: {exc}", file=sys.stderr)
+        return None
+    if url.kind != "zk":
+        print("--metadata: seed and dump need a zk: URL", file=sys.stderr)
+        return None
+    return url
+
+
+def cmd_seed(args: argparse.Namespace) -> int:
+    from lookup.zk_admin import connect, seed
+
+    url = _zk_url(args.metadata)
+    if url is None:
+        return EXIT_USAGE
+    try:
+        nodes = read_snapshot(args.snapshot)
+    except SnapshotError as exc:
+        print(f"--snapshot: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if url.chroot:
+        root = connect(url.zk_hosts)
+        root.ensure_path(url.chroot)
+        root.stop()
+    client = connect(url.zk_hosts + url.chroot)
+    try:
+        count = seed(client, nodes)
+    finally:
+        client.stop()
+    print(f"wrote {count} znodes from {args.snapshot} to {url}")
+    return EXIT_OK
+
+
+def cmd_dump(args: argparse.Namespace) -> int:
+    from lookup.zk_admin import connect, dump
+
+    url = _zk_url(args.metadata)
+    if url is None:
+        return EXIT_USAGE
+    client = connect(url.zk_hosts + url.chroot)
+    try:
+        nodes = dump(client)
+    finally:
+        client.stop()
+    write_snapshot(args.out, nodes)
+    print(f"wrote {len(nodes)} znodes from {url} to {args.out}")
+    return EXIT_OK
+
+
+def cmd_standalone(args: argparse.Namespace) -> int:
+    from listeners.embedded_zookeeper import EmbeddedZooKeeper, ZooKeeperUnavailable
+    from lookup.zk_admin import connect, seed
+
+    _setup_logging()
+    try:
+        nodes = read_snapshot(args.snapshot)
+    except SnapshotError as exc:
+        print(f"--snapshot: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    zookeeper = EmbeddedZooKeeper(port=args.zookeeper_port)
+    try:
+        zookeeper.start()
+    except ZooKeeperUnavailable as exc:
+        print(f"standalone: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    try:
+        client = connect(zookeeper.connect_string)
+        seed(client, nodes)
+        client.stop()
+        env = {**os.environ, "PULSAR_GATEWAY_metadataStoreUrl": f"zk:{zookeeper.connect_string}"}
+        loaded = _load(args.config, env)
+        if loaded is None:
+            return EXIT_USAGE
+        print(_standalone_banner(loaded.config, zookeeper.connect_string, args.snapshot))
+        return _serve(loaded.config)
+    finally:
+        zookeeper.close()
+
+
+def _standalone_banner(config: GatewayConfig, zk: str, snapshot: Path) -> str:
+    topic = "persistent/public/default/orders-partition-1"
+    lines = [
+        "",
+        f"pulsar-lookup-gateway standalone: ZooKeeper at {zk}, seeded with {snapshot}.",
+        "Try (Ctrl-C stops the gateway and ZooKeeper):",
+    ]
+    for spec in config.sockets():
+        url = spec.endpoint.url
+        if spec.endpoint.scheme.value == "http":
+            lines.append(f"  curl -s {url}/lookup/v2/topic/{topic}    # listener {spec.listener}")
+    lines += [
+        f"  pulsar-lookup-gateway lookup orders-partition-3 --listener external --metadata zk:{zk}",
+        "  curl -s http://127.0.0.1:8080/admin/v2/gateway/listeners",
+        "",
+    ]
+    return "\n".join(lines)
 
 
 def answer_json(answer: LookupAnswer) -> dict[str, Any]:

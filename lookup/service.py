@@ -30,6 +30,7 @@ T = TypeVar("T")
 # One lookup reads a handful of nodes; more fetches than this means the data keeps changing
 # under us (or a bug), and the client is better served by an error it can retry.
 MAX_FETCHES_PER_LOOKUP = 64
+MAX_CACHED_ANSWERS = 100_000  # (topic, listener choice) answers kept for the current view
 UNDECLARED = "undeclared"  # metric label for a listener name the config does not declare
 
 
@@ -57,6 +58,9 @@ class LookupService:
         )
         # prometheus-client's labels() costs more than a warm resolve(): look each set up once.
         self._series: dict[tuple[str, str, str], tuple[Any, Any, Any]] = {}
+        self._answers: dict[tuple[str, ListenerChoice], LookupAnswer] = {}
+        self._answers_view: ClusterView | None = None
+        self._answers_version = -1
 
     def choose(
         self,
@@ -81,9 +85,16 @@ class LookupService:
         self.pending += 1
         self.metrics.pending.inc()
         try:
-            name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
-            policy = self.policy
-            answer = await self._read(lambda view: resolve(name, choice, view, policy))
+            key = (topic if isinstance(topic, str) else topic.full, choice)
+            answer = self._answers_now().get(key)
+            if answer is None:
+                name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
+                policy = self.policy
+                answer = await self._read(lambda view: resolve(name, choice, view, policy))
+                cache = self._answers_now()  # the view the answer was just read from
+                if len(cache) >= MAX_CACHED_ANSWERS:
+                    cache.clear()
+                cache[key] = answer
         except LookupFailure as exc:
             self.metrics.failures.labels(*labels, exc.code.name).inc()
             raise
@@ -94,6 +105,16 @@ class LookupService:
         latency.observe(time.perf_counter() - started)
         (answers if answer.response is ResponseKind.CONNECT else redirects).inc()
         return answer
+
+    def _answers_now(self) -> dict[tuple[str, ListenerChoice], LookupAnswer]:
+        """Answers resolved from the current view. resolve() is pure, so an answer holds until
+        the view changes (every write bumps its version; a source may replace the view)."""
+        view = self.source.view
+        if self._answers_view is not view or self._answers_version != view.version:
+            self._answers.clear()
+            self._answers_view = view
+            self._answers_version = view.version
+        return self._answers
 
     def _label(self, listener: str | None) -> str:
         if listener is None:

@@ -25,6 +25,8 @@ from lookup.model import (
 )
 
 log = logging.getLogger(__name__)
+_QUIET = logging.getLogger("lookup.zk_admin.kazoo")
+_QUIET.setLevel(logging.ERROR)
 
 # The subtrees the gateway reads; `dump` writes exactly these.
 DUMP_ROOTS = (
@@ -39,7 +41,8 @@ BATCH = 2000  # requests in flight at once
 
 
 def connect(hosts: str, timeout: float = 15.0) -> KazooClient:
-    client = KazooClient(hosts=hosts, timeout=timeout)
+    # Quiet: kazoo warns "connection dropped" when a short-lived admin client stops.
+    client = KazooClient(hosts=hosts, timeout=timeout, logger=_QUIET)
     client.start(timeout=timeout)
     return client
 

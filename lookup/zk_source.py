@@ -64,6 +64,7 @@ class ZooKeeperSource:
         self._suspended_since: float | None = None
         self._warm_task: asyncio.Task[None] | None = None
         self._warmed = asyncio.Event()
+        self._closing = False
         self.reads = 0  # ZooKeeper reads issued; concurrent misses for one node share one
 
     @property
@@ -84,6 +85,7 @@ class ZooKeeperSource:
                         self.start_timeout)  # fmt: skip
 
     async def close(self) -> None:
+        self._closing = True
         if self._warm_task is not None:
             self._warm_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -280,7 +282,8 @@ class ZooKeeperSource:
             self._view = ClusterView(complete=False)
             self._fail_inflight("ZooKeeper session was lost")
             self._suspended_since = None
-            log.warning("%s: session lost; the metadata cache is dropped", self.url)
+            if not self._closing:
+                log.warning("%s: session lost; the metadata cache is dropped", self.url)
         elif state == KazooState.CONNECTED:
             self._connected = True
             self._ever_connected = True

@@ -191,12 +191,29 @@ def decode_command(body: bytes) -> Command:
         raise RemoteProtocolError(
             f"{BaseCommand.Type.Name(cmd.type)} command without its {body_field} body"
         )
+    if cmd.IsInitialized() and _strings_ok(cmd):
+        return cmd
     problems = _problems(cmd)
     if problems:
         raise RemoteProtocolError(
             f"invalid {BaseCommand.Type.Name(cmd.type)} command: {', '.join(problems)}"
         )
     return cmd
+
+
+def _strings_ok(msg: Message) -> bool:
+    """Fast path of _problems' UTF-8 check: every string field set is a str."""
+    for field, value in msg.ListFields():
+        kind = field.type
+        if kind == FieldDescriptor.TYPE_MESSAGE:
+            for item in value if field.is_repeated else (value,):
+                if not _strings_ok(item):
+                    return False
+        elif kind == FieldDescriptor.TYPE_STRING:
+            for item in value if field.is_repeated else (value,):
+                if type(item) is not str:
+                    return False
+    return True
 
 
 def _unknown_type_number(cmd: BaseCommand) -> int | None:

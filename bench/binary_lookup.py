@@ -1,0 +1,402 @@
+"""Binary lookups per second and latency with many concurrent pipelined connections, against
+(a) the gateway's BinaryServer on a FileSource snapshot and (b) a baseline asyncio server that
+answers every LOOKUP frame with one pre-encoded response, measured in the same run (issue 4).
+
+    .venv/bin/python -m bench.binary_lookup [--connections 64] [--depth 16] [--duration 5]
+                                            [--profile gateway.pstats]
+
+Each server runs alone in a child process (one event loop, like the gateway); the load generator
+runs in this process. Both servers get the same load: every connection keeps ``depth`` lookups in
+flight and sends a new one for every answer. Figures cover ``--duration`` seconds after a
+warm-up. "server CPU" is the child's user+system CPU time per lookup over the same window, which
+does not depend on how fast the load generator is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import functools
+import io
+import logging
+import multiprocessing
+import pstats
+import resource
+import struct
+import tempfile
+import time
+from collections import deque
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from listeners.binary_server import BinaryServer, BinarySettings
+from listeners.endpoints import Endpoint, Scheme
+from listeners.protocol import codec
+from listeners.protocol.codec import BaseCommand, LookupType
+from listeners.socket_table import SocketSpec
+from lookup.bundles import NamespaceBundles
+from lookup.file_source import FileSource
+from lookup.service import LookupService
+from lookup.snapshot import write_snapshot
+from tests.clusters import broker_node, ownership_node
+
+HOST = "127.0.0.1"
+NAMESPACES = 10
+BUNDLES_PER_NAMESPACE = 64
+BROKERS = 20
+TOPICS = 2000
+_HEADER = struct.Struct(">I")
+
+
+# --- the cluster and the servers (child processes) ---------------------------------------------
+
+
+def cluster_snapshot(path: Path) -> list[str]:
+    """Write a snapshot with every bundle owned; return the topics the load asks for."""
+    nodes: dict[str, Any] = {}
+    for i in range(1, BROKERS + 1):
+        nodes[f"/loadbalance/brokers/b{i}:8080"] = broker_node(i, usage=i / BROKERS)
+    nodes["/loadbalance/leader"] = {"brokerId": "b1:8080"}
+    bundles = NamespaceBundles.equal(BUNDLES_PER_NAMESPACE)
+    boundaries = [f"0x{b:08x}" for b in bundles.boundaries]
+    for n in range(NAMESPACES):
+        nodes[f"/admin/policies/bench/ns{n}"] = {
+            "bundles": {"boundaries": boundaries, "numBundles": BUNDLES_PER_NAMESPACE}
+        }
+        for j, name in enumerate(bundles.names()):
+            nodes[f"/namespace/bench/ns{n}/{name}"] = ownership_node((n + j) % BROKERS + 1)
+    write_snapshot(path, nodes)
+    return [f"persistent://bench/ns{t % NAMESPACES}/topic-{t}" for t in range(TOPICS)]
+
+
+class _Baseline(asyncio.Protocol):
+    """Splits frames and answers each with the same pre-encoded bytes: the cost of asyncio,
+    the socket and framing, with no decoding and no lookup."""
+
+    def __init__(self, connected: bytes, answer: bytes) -> None:
+        self._connected = connected
+        self._answer = answer
+        self._buf = bytearray()
+        self._handshaken = False
+        self._transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        buf = self._buf
+        buf += data
+        pos, frames = 0, 0
+        while len(buf) - pos >= 4:
+            (size,) = _HEADER.unpack_from(buf, pos)
+            if len(buf) - pos < 4 + size:
+                break
+            pos += 4 + size
+            frames += 1
+        del buf[:pos]
+        if not frames:
+            return
+        assert self._transport is not None
+        if not self._handshaken:  # the first frame is CONNECT
+            self._handshaken = True
+            self._transport.write(self._connected + self._answer * (frames - 1))
+        else:
+            self._transport.write(self._answer * frames)
+
+
+def _serve(kind: str, snapshot: str, pipe: Connection, profile: str | None) -> None:
+    asyncio.run(_serve_async(kind, snapshot, pipe, profile))
+
+
+async def _serve_async(kind: str, snapshot: str, pipe: Connection, profile: str | None) -> None:
+    logging.basicConfig(level=logging.WARNING)
+    loop = asyncio.get_running_loop()
+    stop = loop.create_future()
+    source: FileSource | None = None
+    if kind == "gateway":
+        source = FileSource(snapshot, poll_interval=3600)
+        await source.start()
+        spec = SocketSpec(Endpoint(Scheme.PULSAR, HOST, 0), "external", "bench")
+        server = BinaryServer(
+            spec,
+            LookupService(source, internal_listener="internal"),
+            BinarySettings(keep_alive_interval=0, handshake_timeout=30),
+        )
+        await server.start()
+        port = server.port
+    else:
+        connected = codec.connected("baseline", 21, 5 * 1024 * 1024)
+        answer = codec.lookup_response(
+            1,
+            response=LookupType.Connect,
+            broker_url="pulsar://b1.example.com:6650",
+            broker_url_tls="pulsar+ssl://b1.example.com:6651",
+            authoritative=True,
+        )
+        baseline = await loop.create_server(lambda: _Baseline(connected, answer), HOST, 0)
+        port = baseline.sockets[0].getsockname()[1]
+    profiler = cProfile.Profile() if profile else None
+    cpu_at_begin = 0.0
+
+    def on_message() -> None:
+        nonlocal cpu_at_begin
+        message = pipe.recv()
+        if message == "begin":
+            cpu_at_begin = _cpu_seconds()
+            if profiler is not None:
+                profiler.enable()
+        elif message == "end":
+            if profiler is not None and profile is not None:
+                profiler.disable()
+                profiler.dump_stats(profile)
+            pipe.send(_cpu_seconds() - cpu_at_begin)
+        elif message == "stop" and not stop.done():
+            stop.set_result(None)
+
+    loop.add_reader(pipe.fileno(), on_message)
+    pipe.send(port)
+    await stop
+    loop.remove_reader(pipe.fileno())
+    if kind == "gateway":
+        await server.stop(timeout=5)
+        assert source is not None
+        await source.close()
+    else:
+        baseline.close()
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+# --- the load generator (this process) --------------------------------------------------------
+
+
+@dataclass
+class Tally:
+    recording: bool = False
+    answered: int = 0
+    failed: int = 0
+    latencies: list[float] | None = None
+
+    def __post_init__(self) -> None:
+        self.latencies = []
+
+
+class _LoadConnection(asyncio.Protocol):
+    """Keeps ``depth`` lookups in flight; answers come back in order on one connection."""
+
+    def __init__(self, requests: list[bytes], offset: int, depth: int, tally: Tally) -> None:
+        self._requests = requests
+        self._next = offset
+        self._depth = depth
+        self._tally = tally
+        self._sent: deque[float] = deque()
+        self._buf = bytearray()
+        self._transport: asyncio.Transport | None = None
+        self.sending = True
+        self.connected: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        transport.write(codec.connect("bench", 21))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.connected.done():
+            self.connected.set_exception(ConnectionError("connection lost before CONNECTED"))
+
+    def _send(self, count: int) -> None:
+        assert self._transport is not None
+        requests, n, now = self._requests, len(self._requests), time.perf_counter()
+        chunk = []
+        for _ in range(count):
+            chunk.append(requests[self._next % n])
+            self._next += 1
+            self._sent.append(now)
+        self._transport.write(b"".join(chunk))
+
+    def data_received(self, data: bytes) -> None:
+        buf = self._buf
+        buf += data
+        pos, now, answered = 0, time.perf_counter(), 0
+        tally = self._tally
+        while len(buf) - pos >= 8:
+            (size,) = _HEADER.unpack_from(buf, pos)
+            if len(buf) - pos < 4 + size:
+                break
+            (cmd_size,) = _HEADER.unpack_from(buf, pos + 4)
+            command = BaseCommand.FromString(bytes(buf[pos + 8 : pos + 8 + cmd_size]))
+            pos += 4 + size
+            if command.type == BaseCommand.CONNECTED:
+                if not self.connected.done():
+                    self.connected.set_result(None)
+                self._send(self._depth)
+                continue
+            started = self._sent.popleft()
+            answered += 1
+            if tally.recording:
+                if command.lookupTopicResponse.response == LookupType.Connect:
+                    tally.answered += 1
+                    assert tally.latencies is not None
+                    tally.latencies.append(now - started)
+                else:
+                    tally.failed += 1
+        del buf[:pos]
+        if answered and self.sending:
+            self._send(answered)
+
+    def close(self) -> None:
+        self.sending = False
+        if self._transport is not None:
+            self._transport.close()
+
+
+@dataclass(frozen=True)
+class Result:
+    server: str
+    lookups_per_second: float
+    p50_ms: float
+    p99_ms: float
+    cpu_us_per_lookup: float
+    client_cpu_us_per_lookup: float
+    failed: int
+
+
+def _percentile(values: list[float], fraction: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+async def _measure(
+    kind: str,
+    snapshot: Path,
+    requests: list[bytes],
+    args: argparse.Namespace,
+    profile: str | None,
+) -> Result:
+    context = multiprocessing.get_context("spawn")
+    parent, child = context.Pipe()
+    process = context.Process(
+        target=_serve, args=(kind, str(snapshot), child, profile), name=f"bench-{kind}"
+    )
+    process.start()
+    loop = asyncio.get_running_loop()
+    try:
+        port = await loop.run_in_executor(None, _recv, parent, 60.0)
+        tally = Tally()
+        connections: list[_LoadConnection] = []
+        for c in range(args.connections):
+            offset = c * len(requests) // args.connections
+            _, conn = await loop.create_connection(
+                functools.partial(_LoadConnection, requests, offset, args.depth, tally), HOST, port
+            )
+            connections.append(conn)
+        await asyncio.wait_for(asyncio.gather(*(c.connected for c in connections)), 30)
+        await asyncio.sleep(args.warmup)
+        parent.send("begin")
+        tally.recording = True
+        started, client_cpu = time.perf_counter(), _cpu_seconds()
+        await asyncio.sleep(args.duration)
+        tally.recording = False
+        elapsed, client_cpu = time.perf_counter() - started, _cpu_seconds() - client_cpu
+        parent.send("end")
+        cpu = await loop.run_in_executor(None, _recv, parent, 60.0)
+        for conn in connections:
+            conn.close()
+        latencies = tally.latencies or []
+        count = max(tally.answered + tally.failed, 1)
+        return Result(
+            kind,
+            tally.answered / elapsed,
+            _percentile(latencies, 0.50) * 1000,
+            _percentile(latencies, 0.99) * 1000,
+            cpu / count * 1e6,
+            client_cpu / count * 1e6,
+            tally.failed,
+        )
+    finally:
+        parent.send("stop")
+        await loop.run_in_executor(None, process.join, 30)
+        if process.is_alive():
+            process.terminate()
+
+
+def _recv(pipe: Connection, timeout: float) -> Any:
+    if not pipe.poll(timeout):
+        raise TimeoutError("the server process did not answer")
+    return pipe.recv()
+
+
+async def run(args: argparse.Namespace) -> list[Result]:
+    with tempfile.TemporaryDirectory() as tmp:
+        snapshot = Path(tmp) / "cluster.json"
+        topics = cluster_snapshot(snapshot)
+        requests = [codec.lookup(topic, i + 1) for i, topic in enumerate(topics)]
+        results = []
+        for kind in ("gateway", "baseline"):
+            profile = args.profile if kind == "gateway" else None
+            results.append(await _measure(kind, snapshot, requests, args, profile))
+        return results
+
+
+def table(results: list[Result], args: argparse.Namespace) -> str:
+    load = f"{args.connections} x {args.depth}"
+    rows = [
+        "| server | connections x in flight | lookups/s | p50 ms | p99 ms | server CPU us/lookup "
+        "| load generator CPU us/lookup |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        rows.append(
+            f"| {r.server} | {load} | {r.lookups_per_second:,.0f} | {r.p50_ms:.2f} | "
+            f"{r.p99_ms:.2f} | {r.cpu_us_per_lookup:.1f} | {r.client_cpu_us_per_lookup:.1f} |"
+        )
+    by_name = {r.server: r for r in results}
+    gateway, baseline = by_name["gateway"], by_name["baseline"]
+    throughput = gateway.lookups_per_second / baseline.lookups_per_second
+    rows.append(
+        f"| **gateway / baseline** | | **{throughput:.2f}** | "
+        f"{gateway.p50_ms / baseline.p50_ms:.2f} | {gateway.p99_ms / baseline.p99_ms:.2f} | "
+        f"{gateway.cpu_us_per_lookup / baseline.cpu_us_per_lookup:.2f} | |"
+    )
+    return "\n".join(rows)
+
+
+def _profile_summary(path: str, lines: int = 25) -> str:
+    out = io.StringIO()
+    stats = pstats.Stats(path, stream=out)
+    stats.strip_dirs().sort_stats("tottime").print_stats(lines)
+    return out.getvalue()
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.binary_lookup", description=__doc__)
+    parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--depth", type=int, default=16, help="lookups in flight per connection")
+    parser.add_argument("--duration", type=float, default=5.0, help="seconds measured per server")
+    parser.add_argument("--warmup", type=float, default=1.0)
+    parser.add_argument("--profile", metavar="FILE", help="cProfile the gateway into FILE")
+    args = parser.parse_args(argv)
+    results = asyncio.run(run(args))
+    print(table(results, args))
+    failed = sum(r.failed for r in results)
+    if failed:
+        print(f"\n{failed} lookups failed")
+    if args.profile:
+        print(f"\ngateway profile ({args.profile}), by own time:\n")
+        print(_profile_summary(args.profile))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))

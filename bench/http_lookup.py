@@ -1,0 +1,335 @@
+"""HTTP lookups per second and p99 latency: the gateway's lookup route against a baseline aiohttp
+handler that returns the same body without doing anything, measured in the same run (issue 5).
+
+    .venv/bin/python -m bench.http_lookup [--duration 5] [--connections 32]
+                                          [--generator auto|wrk|aiohttp] [--no-write]
+
+Each server runs alone in a child process (one event loop, like the gateway), behind the same
+HttpServer class, so the only difference is the handler: the gateway parses the topic, chooses
+the listener, resolves the owner from a FileSource snapshot, records metrics and builds
+LookupData; the baseline returns pre-encoded bytes. The load generator is `wrk` (Debian package)
+when it is installed, else an aiohttp client with many keep-alive connections in a separate
+process. Every run is bounded by --duration after a short warm-up. "server CPU" is the child's
+user+system CPU time per request over the measured window. Results go to BENCHMARKS.md under
+"## HTTP lookups".
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+from aiohttp import ClientSession, ClientTimeout, TCPConnector, web
+
+from http_api.app import build_app
+from http_api.server import HttpServer
+from listeners.endpoints import Endpoint, Scheme
+from listeners.socket_table import SocketSpec
+from lookup.file_source import FileSource
+from lookup.service import LookupService
+from tests.clusters import cluster, topic_in_range
+
+OWNED = {
+    "0x00000000_0x40000000": 1,
+    "0x40000000_0x80000000": 2,
+    "0x80000000_0xc0000000": 3,
+    "0xc0000000_0xffffffff": 1,
+}
+TOPIC = topic_in_range(0x40000000, 0x80000000).rsplit("/", 1)[1]
+PATH = f"/lookup/v2/topic/persistent/public/default/{TOPIC}"
+LISTENER = "external"
+SECTION = "## HTTP lookups"
+
+
+# -- the servers, each in a child process ------------------------------------------------------
+
+
+def _spec() -> SocketSpec:
+    return SocketSpec(Endpoint(Scheme.HTTP, "127.0.0.1", 0), LISTENER, "bench socket")
+
+
+async def _gateway(snapshot: Path) -> tuple[HttpServer, FileSource]:
+    source = FileSource(snapshot, poll_interval=3600)
+    await source.start()
+    service = LookupService(source, internal_listener="internal")
+    app = build_app(service, listener=LISTENER, listener_table=[])
+    return HttpServer(_spec(), app), source
+
+
+async def _baseline(body: bytes) -> HttpServer:
+    async def fixed(request: web.Request) -> web.Response:
+        return web.Response(body=body, content_type="application/json")
+
+    app = web.Application()
+    app.router.add_get("/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}", fixed)
+    return HttpServer(_spec(), app)
+
+
+def _serve(kind: str, snapshot: str, body: bytes, conn: Connection) -> None:
+    """Child process: serve until the parent says stop; answer CPU-time questions."""
+
+    async def run() -> None:
+        source: FileSource | None = None
+        if kind == "gateway":
+            server, source = await _gateway(Path(snapshot))
+        else:
+            server = await _baseline(body)
+        await server.start()
+        conn.send(server.port)
+        loop = asyncio.get_running_loop()
+        while (message := await loop.run_in_executor(None, conn.recv)) != "stop":
+            assert message == "cpu"
+            times = os.times()
+            conn.send(times.user + times.system)
+        await server.stop(5)
+        if source is not None:
+            await source.close()
+
+    asyncio.run(run())
+
+
+@dataclass
+class Result:
+    name: str
+    requests_per_s: float
+    p99_ms: float
+    cpu_us_per_request: float
+    requests: int
+    errors: int
+
+
+# -- load generators ---------------------------------------------------------------------------
+
+_WRK_RPS = re.compile(r"Requests/sec:\s+([\d.]+)")
+_WRK_P99 = re.compile(r"^\s*99%\s+([\d.]+)(us|ms|s)\s*$", re.M)
+_WRK_TOTAL = re.compile(r"(\d+) requests in")
+_WRK_ERRORS = re.compile(r"Non-2xx or 3xx responses:\s+(\d+)|Socket errors:.*?(\d+)")
+
+
+async def _wrk(url: str, duration: float, connections: int) -> tuple[float, float, int, int]:
+    command = [
+        "wrk", "-t1", f"-c{connections}", f"-d{max(1, round(duration))}s", "--latency", url,
+    ]  # fmt: skip
+    process = await asyncio.create_subprocess_exec(
+        *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+    )
+    output, _ = await asyncio.wait_for(process.communicate(), duration + 30)
+    text = output.decode()
+    rps, p99, total = _WRK_RPS.search(text), _WRK_P99.search(text), _WRK_TOTAL.search(text)
+    if process.returncode != 0 or rps is None or p99 is None or total is None:
+        raise RuntimeError(f"wrk failed ({process.returncode}):\n{text}")
+    scale = {"us": 0.001, "ms": 1.0, "s": 1000.0}[p99.group(2)]
+    errors = sum(int(a or b) for a, b in _WRK_ERRORS.findall(text))
+    return float(rps.group(1)), float(p99.group(1)) * scale, int(total.group(1)), errors
+
+
+def _client_process(url: str, duration: float, connections: int) -> tuple[float, float, int, int]:
+    """In a separate process: `connections` keep-alive connections, one request in flight each."""
+
+    async def run() -> tuple[float, float, int, int]:
+        latencies: list[float] = []
+        errors = 0
+        connector = TCPConnector(limit=connections)
+        async with ClientSession(connector=connector, timeout=ClientTimeout(total=10)) as session:
+            deadline = time.perf_counter() + duration
+
+            async def worker() -> None:
+                nonlocal errors
+                while (started := time.perf_counter()) < deadline:
+                    async with session.get(url) as response:
+                        await response.read()
+                        if response.status != 200:
+                            errors += 1
+                    latencies.append(time.perf_counter() - started)
+
+            started = time.perf_counter()
+            await asyncio.gather(*(worker() for _ in range(connections)))
+            elapsed = time.perf_counter() - started
+        p99 = statistics.quantiles(latencies, n=100)[98] * 1000 if len(latencies) > 1 else 0.0
+        return len(latencies) / elapsed, p99, len(latencies), errors
+
+    return asyncio.run(run())
+
+
+async def _aiohttp_load(
+    url: str, duration: float, connections: int
+) -> tuple[float, float, int, int]:
+    loop = asyncio.get_running_loop()
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(1, mp_context=context) as pool:
+        return await asyncio.wait_for(
+            loop.run_in_executor(pool, _client_process, url, duration, connections), duration + 60
+        )
+
+
+# -- one measurement ---------------------------------------------------------------------------
+
+
+async def measure(
+    kind: str, name: str, snapshot: Path, body: bytes, args: argparse.Namespace
+) -> Result:
+    context = multiprocessing.get_context("spawn")
+    parent, child = context.Pipe()
+    process = context.Process(target=_serve, args=(kind, str(snapshot), body, child))
+    process.start()
+    loop = asyncio.get_running_loop()
+    try:
+        if not await loop.run_in_executor(None, parent.poll, 30):
+            raise RuntimeError(f"{name}: the server did not start")
+        port = parent.recv()
+        url = f"http://127.0.0.1:{port}{PATH}"
+        load = _wrk if args.generator == "wrk" else _aiohttp_load
+        await load(url, args.warmup, args.connections)
+        parent.send("cpu")
+        cpu_before = parent.recv()
+        rps, p99, total, errors = await load(url, args.duration, args.connections)
+        parent.send("cpu")
+        cpu = parent.recv() - cpu_before
+    finally:
+        parent.send("stop")
+        await loop.run_in_executor(None, process.join, 30)
+        if process.is_alive():
+            process.kill()
+    return Result(name, rps, p99, cpu / max(total, 1) * 1e6, total, errors)
+
+
+async def run(args: argparse.Namespace) -> tuple[Result, Result, str]:
+    with tempfile.TemporaryDirectory() as directory:
+        snapshot = Path(directory) / "snapshot.json"
+        snapshot.write_text(json.dumps(cluster(3, OWNED)))
+        body = await _reference_body(snapshot)
+        baseline = await measure("baseline", "aiohttp fixed-body handler", snapshot, body, args)
+        gateway = await measure("gateway", f"gateway GET {PATH}", snapshot, body, args)
+    generator = (
+        f"wrk -t1 -c{args.connections} -d{max(1, round(args.duration))}s --latency"
+        if args.generator == "wrk"
+        else f"aiohttp client, {args.connections} keep-alive connections, separate process"
+    )
+    return baseline, gateway, generator
+
+
+async def _reference_body(snapshot: Path) -> bytes:
+    """The gateway's own answer for PATH, so the baseline sends the very same bytes."""
+    server, source = await _gateway(snapshot)
+    await server.start()
+    try:
+        url = f"http://127.0.0.1:{server.port}{PATH}"
+        async with ClientSession() as session, session.get(url) as response:
+            assert response.status == 200, await response.text()
+            return await response.read()
+    finally:
+        await server.stop(5)
+        await source.close()
+
+
+# -- report ------------------------------------------------------------------------------------
+
+
+def table(baseline: Result, gateway: Result) -> list[str]:
+    rows = [
+        "| server | requests/s | p99 (ms) | server CPU (µs/request) | non-2xx |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for r in (baseline, gateway):
+        rows.append(
+            f"| {r.name} | {r.requests_per_s:,.0f} | {r.p99_ms:.2f} | "
+            f"{r.cpu_us_per_request:.0f} | {r.errors} |"
+        )
+    ratio, cpu_ratio = ratios(baseline, gateway)
+    rows.append(
+        f"| **gateway / baseline** | **{ratio:.2f}** | | **{cpu_ratio:.2f}** "
+        "(baseline's CPU ÷ gateway's) | |"
+    )
+    return rows
+
+
+def ratios(baseline: Result, gateway: Result) -> tuple[float, float]:
+    """Throughput ratio, and the same judged by server CPU per request (which does not depend
+    on whether the load generator kept the server busy)."""
+    return (
+        gateway.requests_per_s / baseline.requests_per_s,
+        baseline.cpu_us_per_request / gateway.cpu_us_per_request,
+    )
+
+
+def write_section(path: Path, lines: list[str]) -> None:
+    """Put our section in BENCHMARKS.md: replace it (up to its first subsection, kept as
+    hand-written notes) if present, else append; leave the rest of the file alone."""
+    existing = path.read_text().splitlines() if path.exists() else ["# Benchmarks"]
+    if SECTION not in existing:
+        while existing and not existing[-1].strip():
+            existing.pop()
+        path.write_text("\n".join([*existing, "", *lines]) + "\n")
+        return
+    first = existing.index(SECTION)
+    after = next(
+        (i for i in range(first + 1, len(existing)) if existing[i].startswith(("## ", "### "))),
+        len(existing),
+    )
+    tail = ["", *existing[after:]] if after < len(existing) else []
+    path.write_text("\n".join([*existing[:first], *lines, *tail]) + "\n")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.http_lookup", description=__doc__)
+    parser.add_argument("--duration", type=float, default=5.0, help="seconds measured per server")
+    parser.add_argument("--warmup", type=float, default=1.0)
+    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--generator", choices=["auto", "wrk", "aiohttp"], default="auto")
+    parser.add_argument("--no-write", action="store_true", help="do not update BENCHMARKS.md")
+    parser.add_argument("--out", type=Path, default=Path("BENCHMARKS.md"))
+    args = parser.parse_args(argv)
+    if args.generator == "auto":
+        args.generator = "wrk" if shutil.which("wrk") else "aiohttp"
+
+    baseline, gateway, generator = asyncio.run(run(args))
+    rows = table(baseline, gateway)
+    print("\n".join(rows))
+    ratio, cpu_ratio = ratios(baseline, gateway)
+    print(
+        f"\nratio {ratio:.2f} requests/s, {cpu_ratio:.2f} by server CPU per request "
+        "(goal: at least 0.70 of the baseline)"
+    )
+    if not args.no_write:
+        command = "`.venv/bin/python -m bench.http_lookup" + "".join(
+            f" {a}" for a in argv
+        ) + "`"  # fmt: skip
+        write_section(
+            args.out,
+            [
+                SECTION,
+                "",
+                f"Command: {command} (also part of `make bench`). Load: {generator}, on "
+                f"127.0.0.1; each server alone in one child process ({os.cpu_count()} cores "
+                f"here), {args.duration:g} s measured after a {args.warmup:g} s warm-up. "
+                "Same HttpServer class and same response bytes for both; the gateway resolves "
+                "an owned topic for the socket's listener from a FileSource snapshot and "
+                "records its metrics, the baseline returns pre-encoded bytes. "
+                f"Python {sys.version.split()[0]}, {time.strftime('%Y-%m-%d')}.",
+                "",
+                *rows,
+                "",
+                "Goal (issue 5): at least 0.7 of the baseline's requests/s. With the aiohttp "
+                "client generator (no wrk) the client, not the server, limits requests/s: read "
+                "the CPU ratio then.",
+            ],
+        )
+        print(f"wrote {SECTION!r} in {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

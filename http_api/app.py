@@ -1,0 +1,247 @@
+"""The HTTP face of the gateway: Pulsar's lookup REST routes and the operations routes.
+
+One application per server socket, tagged with that socket's listener (None: a legacy port). The
+Pulsar C++ and Python clients send no listener name over HTTP, so for them the socket (or a header
+an ingress injects) is what picks the listener (reference §2, §7).
+
+Topic routes read the topic from the *raw* request path: `%2F` inside the topic segment stays
+part of that segment and is decoded exactly once, so a topic with a slash in its local name
+reaches the name parser (and is refused with 400) instead of changing the route.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from urllib.parse import quote, unquote_plus, urlencode
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from http_api.errors import failure_response, json_error
+from http_api.openapi import OPENAPI
+from lookup.errors import FailureKind, InvalidTopicName, LookupFailure
+from lookup.resolve import BrokerUrls, LookupAnswer, ResponseKind
+from lookup.selection import ChoiceSource, ListenerChoice
+from lookup.service import LookupService
+from lookup.topics import TopicName
+
+log = logging.getLogger(__name__)
+
+LISTENER_HEADER = "X-Pulsar-ListenerName"
+# A listener name as the configuration allows it (reference §1). Anything else cannot name a
+# listener; refusing it early keeps arbitrary client text out of logs and metric labels.
+_LISTENER_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")
+# Route segments: anything but a separator (aiohttp's default also refuses '{' and '}').
+_SEGMENT = r"[^/]+"
+_TOPIC_PATH = (
+    f"{{domain:{_SEGMENT}}}/{{tenant:{_SEGMENT}}}/{{namespace:{_SEGMENT}}}/{{topic:{_SEGMENT}}}"
+)
+
+# Pure functions of their arguments, cached: parsing the path and encoding LookupData are a good
+# part of a lookup's cost. Bounded, so arbitrary paths cannot grow them.
+TOPIC_CACHE_SIZE = 16_384
+BODY_CACHE_SIZE = 4_096
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def build_app(
+    service: LookupService,
+    *,
+    listener: str | None,
+    listener_table: list[dict[str, object]],
+) -> web.Application:
+    """The application for one socket; `listener` is the listener that socket is tagged with."""
+    routes = _Routes(service, listener, listener_table)
+    app = web.Application(middlewares=[_answer_errors], client_max_size=64 * 1024)
+    app.add_routes(
+        [
+            web.get(f"/lookup/v2/topic/{_TOPIC_PATH}", routes.lookup),
+            web.get(f"/lookup/v2/topic/{_TOPIC_PATH}/bundle", routes.bundle),
+            web.get(f"/admin/v2/{_TOPIC_PATH}/partitions", routes.partitions),
+            web.get("/admin/v2/gateway/listeners", routes.listeners),
+            web.get("/status.html", routes.status_page),
+            web.get("/health", routes.health),
+            web.get("/ready", routes.ready),
+            web.get("/metrics", routes.metrics),
+            web.get("/openapi.json", routes.openapi),
+        ]
+    )
+    return app
+
+
+class _Routes:
+    def __init__(
+        self,
+        service: LookupService,
+        listener: str | None,
+        listener_table: list[dict[str, object]],
+    ) -> None:
+        self.service = service
+        self.listener = listener
+        self.listener_table = listener_table
+        # What a request that names no listener gets (the common case: clients send none).
+        self.default_choice = service.choose(socket_listener=listener)
+
+    # -- Pulsar's REST routes -----------------------------------------------------------------
+
+    async def lookup(self, request: web.Request) -> web.Response:
+        topic = _topic(request, trailing=0)
+        choice = self._choose(request)
+        answer = await self.service.lookup(topic, choice, protocol="http")
+        if answer.response is ResponseKind.CONNECT:
+            return web.Response(
+                body=_lookup_body(answer.urls), content_type="application/json", charset="utf-8"
+            )
+        location = redirect_location(answer, secure=request.secure)
+        return web.Response(status=307, headers={"Location": location})
+
+    async def bundle(self, request: web.Request) -> web.Response:
+        bundle = await self.service.bundle(_topic(request, trailing=1))
+        return web.Response(text=bundle.name)
+
+    async def partitions(self, request: web.Request) -> web.Response:
+        # checkAllowAutoCreation is accepted and ignored: the gateway never creates topics.
+        partitions = await self.service.partitions(_topic(request, trailing=1))
+        return web.json_response({"partitions": partitions})
+
+    def _choose(self, request: web.Request) -> ListenerChoice:
+        explicit = request.query.get("listenerName") if request.query_string else None
+        header = request.headers.get(LISTENER_HEADER)
+        if explicit is None and header is None:
+            return self.default_choice
+        choice = self.service.choose(
+            explicit=explicit, header=header, socket_listener=self.listener
+        )
+        # The socket's listener comes from the validated configuration; names from the client
+        # must look like a listener name.
+        given = choice.source is ChoiceSource.EXPLICIT or choice.source is ChoiceSource.HEADER
+        if given and not _LISTENER_NAME.fullmatch(choice.name or ""):
+            raise LookupFailure(
+                FailureKind.LISTENER_NOT_FOUND,
+                f"{(choice.name or '')[:64]!r} is not a listener name "
+                "(letters, digits, '_' and '-' only)",
+            )
+        return choice
+
+    # -- operations ---------------------------------------------------------------------------
+
+    async def status_page(self, request: web.Request) -> web.Response:
+        return web.Response(text="OK")
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "alive"})
+
+    async def ready(self, request: web.Request) -> web.Response:
+        status = self.service.source.status()
+        reason = status.reason if status.ready else (status.reason or "metadata not ready")
+        return web.json_response(
+            {"ready": status.ready, "stale": status.stale, "reason": reason},
+            status=200 if status.ready else 503,
+        )
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        body = generate_latest(self.service.metrics.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def listeners(self, request: web.Request) -> web.Response:
+        return web.json_response(self.listener_table)
+
+    async def openapi(self, request: web.Request) -> web.Response:
+        return web.json_response(OPENAPI)
+
+
+def _topic(request: web.Request, *, trailing: int) -> TopicName:
+    """The topic named by the four raw path segments that end `trailing` segments from the end.
+
+    The router matched on a path where `%2F` is not a separator, so the raw segments line up with
+    the route's. Each is decoded exactly once, as Pulsar's broker decodes it (Java's URLDecoder:
+    `+` is a space, `%2B` a plus; the Java client encodes that way, the C++ client sends `%20`
+    and `%2B`), and a segment that decodes to a slash is refused.
+    """
+    segments = request.rel_url.raw_path.split("/")
+    end = len(segments) - trailing
+    domain, tenant, namespace, local = segments[end - 4 : end]
+    return topic_from_path(domain, tenant, namespace, local)
+
+
+@functools.lru_cache(maxsize=TOPIC_CACHE_SIZE)
+def topic_from_path(
+    raw_domain: str, raw_tenant: str, raw_namespace: str, raw_local: str
+) -> TopicName:
+    """Pure: the raw segments decide the name, so names are cached (invalid ones are not)."""
+    domain, tenant, namespace, local = (
+        unquote_plus(raw) for raw in (raw_domain, raw_tenant, raw_namespace, raw_local)
+    )
+    name = f"{domain}://{tenant}/{namespace}/{local}"
+    if "/" in tenant or "/" in namespace or "/" in local:
+        # A decoded slash would silently make another (v1-style, or wrong) topic name.
+        raise InvalidTopicName(
+            name, "'/' (%2F) is not allowed inside the tenant, namespace or topic path segment"
+        )
+    return TopicName.parse(name)
+
+
+def lookup_data(urls: BrokerUrls) -> dict[str, str]:
+    """Pulsar's LookupData: all six keys, always strings (the C++ client needs the keys)."""
+    broker_url = urls.service_url or ""
+    return {
+        "brokerUrl": broker_url,
+        "brokerUrlTls": urls.service_url_tls or "",
+        "httpUrl": urls.http_url or "",
+        "httpUrlTls": urls.http_url_tls or "",
+        "nativeUrl": broker_url,
+        "brokerUrlSsl": "",
+    }
+
+
+@functools.lru_cache(maxsize=BODY_CACHE_SIZE)
+def _lookup_body(urls: BrokerUrls) -> bytes:
+    # A cluster has few distinct answers (brokers x listeners): encode each once.
+    return json.dumps(lookup_data(urls)).encode()
+
+
+def redirect_location(answer: LookupAnswer, *, secure: bool) -> str:
+    """Where a 307 sends the client: the target's lookup route, with `authoritative` and the
+    chosen listener in the query (headers do not survive a redirect). A request that came over
+    TLS goes to the target's https URL when it has one."""
+    urls = answer.urls
+    base = (urls.http_url_tls if secure else None) or urls.http_url or urls.http_url_tls
+    if not base:
+        raise LookupFailure(
+            FailureKind.NO_BROKER,
+            f"broker {answer.broker_id} advertises no HTTP URL to redirect the lookup to",
+        )
+    topic = answer.topic
+    path = (
+        f"/lookup/v2/topic/{topic.domain.value}/{quote(topic.tenant, safe='')}/"
+        f"{quote(topic.namespace, safe='')}/{quote(topic.local_name, safe='')}"
+    )
+    query = {"authoritative": "true" if answer.authoritative else "false"}
+    if answer.listener.source is not ChoiceSource.INTERNAL and answer.listener.name:
+        query["listenerName"] = answer.listener.name
+    return f"{base.rstrip('/')}{path}?{urlencode(query)}"
+
+
+@web.middleware
+async def _answer_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every error leaves as JSON `{"reason": ...}`; lookup failures via http_api.errors."""
+    try:
+        return await handler(request)
+    except LookupFailure as failure:
+        return failure_response(failure)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        reason = exc.reason
+        if exc.status == 404:
+            reason = f"no route {request.method} {request.path[:200]}"
+        allow = exc.headers.get("Allow")
+        return json_error(exc.status, reason, headers={"Allow": allow} if allow else None)
+    except Exception:
+        log.exception("unexpected error answering %s %s", request.method, request.path[:200])
+        return json_error(500, "internal error")

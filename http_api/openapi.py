@@ -1,0 +1,229 @@
+"""The OpenAPI 3 description of the gateway's HTTP routes, served at `/openapi.json`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+    }
+
+
+def _path_param(name: str, description: str, **schema: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "path",
+        "required": True,
+        "description": description,
+        "schema": {"type": "string", **schema},
+    }
+
+
+_TOPIC_PARAMS: list[dict[str, Any]] = [
+    _path_param("domain", "topic domain", enum=["persistent", "non-persistent"]),
+    _path_param("tenant", "tenant name"),
+    _path_param("namespace", "namespace name"),
+    _path_param("topic", "local topic name, URL-encoded ('/' is not allowed in it)"),
+]
+
+_TOPIC_ERRORS: dict[str, Any] = {
+    "400": _error("invalid topic name, or a listener the owning broker does not have"),
+    "404": _error("the namespace does not exist"),
+    "500": _error("the cluster metadata for this topic is malformed"),
+    "503": _error(
+        "no broker available, bundle being unloaded, metadata store unreachable, "
+        "or too many concurrent lookups (maxConcurrentLookupRequest); retry later"
+    ),
+}
+
+_LISTENER_PARAMS: list[dict[str, Any]] = [
+    {
+        "name": "listenerName",
+        "in": "query",
+        "required": False,
+        "description": "advertised listener to answer for; wins over the header",
+        "schema": {"type": "string"},
+    },
+    {
+        "name": "X-Pulsar-ListenerName",
+        "in": "header",
+        "required": False,
+        "description": "advertised listener, as an ingress or mesh injects it",
+        "schema": {"type": "string"},
+    },
+    {
+        "name": "authoritative",
+        "in": "query",
+        "required": False,
+        "description": "set by a redirect; accepted and ignored (a lookup gateway owns nothing)",
+        "schema": {"type": "boolean"},
+    },
+]
+
+
+def _text(description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"text/plain": {"schema": {"type": "string"}}}}
+
+
+def _json(description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+OPENAPI: dict[str, Any] = {
+    "openapi": "3.0.3",
+    "info": {
+        "title": "pulsar-lookup-gateway",
+        "version": "1",
+        "description": (
+            "Apache Pulsar topic lookups answered for the listener (PIP-95) of the network the "
+            "client came from: the listenerName query parameter, else the X-Pulsar-ListenerName "
+            "header, else the listener of the socket the request arrived on, else the brokers' "
+            "internal addresses."
+        ),
+    },
+    "paths": {
+        "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}": {
+            "get": {
+                "summary": "Where a topic lives (the owning broker's URLs for the listener)",
+                "operationId": "lookupTopic",
+                "parameters": _TOPIC_PARAMS + _LISTENER_PARAMS,
+                "responses": {
+                    "200": _json("the owning broker", {"$ref": "#/components/schemas/LookupData"}),
+                    "307": {
+                        "description": (
+                            "nobody owns the bundle: ask the broker in Location, which carries "
+                            "authoritative and listenerName in its query"
+                        ),
+                        "headers": {"Location": {"schema": {"type": "string"}}},
+                    },
+                    **_TOPIC_ERRORS,
+                },
+            }
+        },
+        "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}/bundle": {
+            "get": {
+                "summary": "The bundle range a topic belongs to",
+                "operationId": "topicBundle",
+                "parameters": _TOPIC_PARAMS,
+                "responses": {
+                    "200": _text("bundle range, 0xLOWER_0xUPPER"),
+                    **_TOPIC_ERRORS,
+                },
+            }
+        },
+        "/admin/v2/{domain}/{tenant}/{namespace}/{topic}/partitions": {
+            "get": {
+                "summary": "Partitioned-topic metadata (0 partitions: not partitioned)",
+                "operationId": "topicPartitions",
+                "parameters": [
+                    *_TOPIC_PARAMS,
+                    {
+                        "name": "checkAllowAutoCreation",
+                        "in": "query",
+                        "required": False,
+                        "description": "accepted and ignored",
+                        "schema": {"type": "boolean"},
+                    },
+                ],
+                "responses": {
+                    "200": _json(
+                        "partition count", {"$ref": "#/components/schemas/PartitionedTopicMetadata"}
+                    ),
+                    **_TOPIC_ERRORS,
+                },
+            }
+        },
+        "/status.html": {
+            "get": {
+                "summary": "Broker-style status page",
+                "operationId": "status",
+                "responses": {"200": _text("OK")},
+            }
+        },
+        "/health": {
+            "get": {
+                "summary": "Liveness",
+                "operationId": "health",
+                "responses": {"200": _json("alive", {"type": "object"})},
+            }
+        },
+        "/ready": {
+            "get": {
+                "summary": "Readiness: the metadata source is connected and warm",
+                "operationId": "ready",
+                "responses": {
+                    "200": _json("ready", {"$ref": "#/components/schemas/Readiness"}),
+                    "503": _json("not ready", {"$ref": "#/components/schemas/Readiness"}),
+                },
+            }
+        },
+        "/metrics": {
+            "get": {
+                "summary": "Prometheus metrics (pulsar_broker_lookup*)",
+                "operationId": "metrics",
+                "responses": {"200": _text("Prometheus text exposition")},
+            }
+        },
+        "/admin/v2/gateway/listeners": {
+            "get": {
+                "summary": "The gateway's sockets and the listener each one is tagged with",
+                "operationId": "listeners",
+                "responses": {
+                    "200": _json("socket table", {"type": "array", "items": {"type": "object"}})
+                },
+            }
+        },
+        "/openapi.json": {
+            "get": {
+                "summary": "This document",
+                "operationId": "openapi",
+                "responses": {"200": _json("OpenAPI 3 document", {"type": "object"})},
+            }
+        },
+    },
+    "components": {
+        "schemas": {
+            "Error": {
+                "type": "object",
+                "required": ["reason"],
+                "properties": {"reason": {"type": "string"}},
+            },
+            "LookupData": {
+                "type": "object",
+                "required": [
+                    "brokerUrl",
+                    "brokerUrlTls",
+                    "httpUrl",
+                    "httpUrlTls",
+                    "nativeUrl",
+                    "brokerUrlSsl",
+                ],
+                "properties": {
+                    "brokerUrl": {"type": "string"},
+                    "brokerUrlTls": {"type": "string"},
+                    "httpUrl": {"type": "string"},
+                    "httpUrlTls": {"type": "string"},
+                    "nativeUrl": {"type": "string", "description": "same as brokerUrl"},
+                    "brokerUrlSsl": {"type": "string", "description": "always empty"},
+                },
+            },
+            "PartitionedTopicMetadata": {
+                "type": "object",
+                "required": ["partitions"],
+                "properties": {"partitions": {"type": "integer", "minimum": 0}},
+            },
+            "Readiness": {
+                "type": "object",
+                "required": ["ready", "reason"],
+                "properties": {
+                    "ready": {"type": "boolean"},
+                    "stale": {"type": "boolean"},
+                    "reason": {"type": "string"},
+                },
+            },
+        },
+    },
+}

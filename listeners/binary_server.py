@@ -1,0 +1,754 @@
+"""The Pulsar binary protocol server: one per ``pulsar://`` or ``pulsar+ssl://`` bind address.
+
+A thin asyncio shell around the sans-IO codec (:mod:`listeners.protocol.codec`): bytes from the
+socket go into a :class:`FrameDecoder`, each command is answered from the
+:class:`~lookup.service.LookupService`, and the answer frames go back out. Every connection is
+tagged with the listener of the socket it arrived on (reference §2).
+
+What a connection may do (reference §6, issue 4 §2-3):
+
+- CONNECT first; anything else before it closes the connection. CONNECTED carries
+  ``min(client's protocol version, ours)`` and the cluster's maxMessageSize.
+- LOOKUP and PARTITIONED_METADATA are answered concurrently (pipelined): a slow lookup does not
+  hold up later ones; answers carry the request id.
+- PING is answered with PONG; idle clients are pinged every keep-alive interval and dropped if
+  nothing comes back by the next tick.
+- Any other command gets ERROR ``NotAllowedError`` naming it, and the connection stays usable.
+- A frame that does not decode (RemoteProtocolError) closes that connection only.
+
+No exception raised by a peer's bytes escapes into the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+import types
+from collections.abc import Callable, Coroutine, Generator
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any, TypeVar, cast
+
+from google.protobuf.unknown_fields import UnknownFieldSet
+
+from listeners.config import GatewayConfig
+from listeners.endpoints import Endpoint
+from listeners.protocol import codec
+from listeners.protocol.codec import (
+    DEFAULT_MAX_FRAME_SIZE,
+    BaseCommand,
+    Command,
+    FrameDecoder,
+    LookupType,
+    RemoteProtocolError,
+    UnknownCommand,
+)
+from listeners.socket_table import SocketSpec
+from lookup.errors import LookupFailure
+from lookup.errors import ServerError as LookupServerError
+from lookup.resolve import LookupAnswer, ResponseKind
+from lookup.service import LookupService
+
+__all__ = ["PROTOCOL_VERSION", "SERVER_VERSION", "BinaryServer", "BinarySettings"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: The newest protocol version this server speaks; CONNECTED answers min(client's, this).
+PROTOCOL_VERSION = 21
+#: Pulsar's frame limit is maxMessageSize plus this much room for the command and metadata.
+FRAME_PADDING = 10 * 1024
+#: Requests of one connection waiting on metadata reads; beyond this its socket is not read until
+#: some are answered (maxConcurrentLookupRequest bounds lookups across connections; this also
+#: bounds PARTITIONED_METADATA, which that limit does not count).
+MAX_IN_FLIGHT_PER_CONNECTION = 1024
+
+
+def _package_version() -> str:
+    try:
+        return metadata.version("pulsar-lookup-gateway")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        return "0+unknown"
+
+
+SERVER_VERSION = f"pulsar-lookup-gateway-{_package_version()}"
+
+
+@dataclass(frozen=True, slots=True)
+class BinarySettings:
+    """Per-socket connection settings. ``max_message_size`` (announced in CONNECTED) defaults to
+    ``max_frame_size`` minus Pulsar's 10 KiB of frame padding."""
+
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
+    max_connections: int = 0  # 0: unlimited
+    keep_alive_interval: float = 30.0  # 0: never ping
+    handshake_timeout: float = 10.0
+    proxy_through_service_url: bool = False
+    max_message_size: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_frame_size < 8:
+            raise ValueError("max_frame_size must be at least 8 (the frame header)")
+        if self.max_connections < 0:
+            raise ValueError("max_connections must be >= 0 (0: unlimited)")
+        if self.keep_alive_interval < 0:
+            raise ValueError("keep_alive_interval must be >= 0 (0: never ping)")
+        if self.handshake_timeout <= 0:
+            raise ValueError("handshake_timeout must be > 0")
+
+    @property
+    def announced_message_size(self) -> int:
+        if self.max_message_size is not None:
+            return self.max_message_size
+        # A frame cap too small for Pulsar's padding (tests) announces the frame cap itself.
+        padded = self.max_frame_size - FRAME_PADDING
+        return padded if padded > 0 else self.max_frame_size
+
+    @classmethod
+    def from_config(cls, config: GatewayConfig, listener: str | None) -> BinarySettings:
+        return cls(
+            max_frame_size=config.max_message_size + FRAME_PADDING,
+            max_connections=config.broker_max_connections,
+            keep_alive_interval=float(config.keep_alive_interval_seconds),
+            handshake_timeout=config.connection_handshake_timeout_seconds,
+            proxy_through_service_url=config.settings_for(listener).proxy_through_service_url,
+            max_message_size=config.max_message_size,
+        )
+
+
+class BinaryServer:
+    """Serves Pulsar binary lookups on one bind address (``spec``)."""
+
+    def __init__(
+        self,
+        spec: SocketSpec,
+        service: LookupService,
+        settings: BinarySettings,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        if not spec.endpoint.scheme.is_binary:
+            raise ValueError(f"{spec.origin}: {spec.endpoint.url} is not a pulsar:// address")
+        if spec.tls and ssl_context is None:
+            raise ValueError(f"{spec.origin}: a pulsar+ssl:// socket needs an SSL context")
+        if not spec.tls and ssl_context is not None:
+            raise ValueError(f"{spec.origin}: a pulsar:// socket cannot take an SSL context")
+        self.spec = spec
+        self.service = service
+        self.settings = settings
+        self._ssl_context = ssl_context
+        self._server: asyncio.Server | None = None
+        self._keep_alive_task: asyncio.Task[None] | None = None
+        self._connections: set[_Connection] = set()
+        self._stopping = False
+        self._port: int | None = None
+        # The choice for every lookup that names no listener, made once.
+        self.socket_choice = service.choose(socket_listener=spec.listener)
+        self.answers = _AnswerFrames(settings.proxy_through_service_url)
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise RuntimeError("the server is not started")
+        return self._port
+
+    @property
+    def url(self) -> str:
+        """The bound address as a URL (with the real port once started)."""
+        endpoint = self.spec.endpoint
+        return Endpoint(endpoint.scheme, endpoint.host, self._port or endpoint.port).url
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
+    async def start(self) -> None:
+        if self._server is not None:
+            raise RuntimeError("the server is already started")
+        loop = asyncio.get_running_loop()
+        endpoint = self.spec.endpoint
+        self._server = await loop.create_server(
+            lambda: _Connection(self),
+            host=endpoint.host or None,
+            port=endpoint.port,
+            ssl=self._ssl_context,
+            ssl_handshake_timeout=self.settings.handshake_timeout if self._ssl_context else None,
+        )
+        self._port = self._server.sockets[0].getsockname()[1]
+        if self.settings.keep_alive_interval > 0:
+            self._keep_alive_task = loop.create_task(self._keep_alive())
+        log.info(
+            "listening on %s listener=%s tls=%s",
+            self.url,
+            self.spec.listener or "-",
+            "yes" if self.spec.tls else "no",
+        )
+
+    async def stop(self, timeout: float) -> None:
+        """Stop accepting, let the lookups in flight finish (up to ``timeout`` seconds), then
+        close every connection."""
+        if self._server is None or self._stopping:
+            return
+        self._stopping = True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout, 0.0)
+        self._server.close()
+        if self._keep_alive_task is not None:
+            self._keep_alive_task.cancel()
+        connections = list(self._connections)
+        for conn in connections:
+            conn.stop_reading()
+        in_flight = [task for conn in connections for task in conn.tasks]
+        if in_flight:
+            await asyncio.wait(in_flight, timeout=max(deadline - loop.time(), 0.0))
+        for conn in connections:
+            conn.close()
+        # close() flushes what is buffered; a peer that does not read gets aborted.
+        lost = [conn.lost for conn in connections]
+        if lost:
+            _, pending = await asyncio.wait(lost, timeout=max(deadline - loop.time(), 0.1))
+            for conn in connections:
+                if not conn.lost.done():
+                    conn.abort()
+            if pending:
+                await asyncio.wait(pending, timeout=1.0)
+        if self._keep_alive_task is not None:
+            await asyncio.wait([self._keep_alive_task], timeout=1.0)
+        await self._server.wait_closed()
+        log.info("stopped listening on %s listener=%s", self.url, self.spec.listener or "-")
+
+    # -- called by connections ---------------------------------------------------------
+
+    def _admit(self, conn: _Connection) -> bool:
+        limit = self.settings.max_connections
+        if self._stopping or (limit and len(self._connections) >= limit):
+            return False
+        self._connections.add(conn)
+        return True
+
+    def _forget(self, conn: _Connection) -> None:
+        self._connections.discard(conn)
+
+    async def _keep_alive(self) -> None:
+        interval = self.settings.keep_alive_interval
+        while True:
+            await asyncio.sleep(interval)
+            for conn in list(self._connections):
+                conn.keep_alive_tick()
+
+
+class _AnswerFrames:
+    """LOOKUP_RESPONSE frames for answers with an address. Lookups share few distinct answers
+    (one per broker, listener and response kind), so the codec builds each answer once; after
+    that only its request id changes. Encoding a kept command costs a third of building one."""
+
+    LIMIT = 4096  # distinct answers kept; more (a huge cluster) starts over
+
+    def __init__(self, proxy_through_service_url: bool) -> None:
+        self._proxy = proxy_through_service_url
+        self._commands: dict[tuple[ResponseKind, str | None, str | None, bool], BaseCommand] = {}
+
+    def frame(self, request_id: int, answer: LookupAnswer) -> bytes:
+        urls = answer.urls
+        key = (answer.response, urls.service_url, urls.service_url_tls, answer.authoritative)
+        command = self._commands.get(key)
+        if command is None:
+            if len(self._commands) >= self.LIMIT:
+                self._commands.clear()
+            command = self._commands[key] = _decoded(
+                codec.lookup_response(
+                    0,
+                    response=_LOOKUP_TYPE[answer.response],
+                    broker_url=urls.service_url,
+                    broker_url_tls=urls.service_url_tls,
+                    authoritative=answer.authoritative,
+                    proxy_through_service_url=self._proxy,
+                )
+            )
+        command.lookupTopicResponse.request_id = request_id
+        return codec.encode_command(command)
+
+
+def _decoded(frame: bytes) -> BaseCommand:
+    decoder = FrameDecoder()
+    decoder.feed(frame)
+    command = decoder.next_command()
+    assert isinstance(command, BaseCommand)
+    return command
+
+
+# Frames that never change.
+_PING = codec.ping()
+_PONG = codec.pong()
+
+# lookup.errors.ServerError and the proto enum share Pulsar's names and numbers; checked here.
+_WIRE_ERROR: dict[LookupServerError, codec.ServerError] = {
+    code: cast(codec.ServerError, codec.ServerError.Value(code.name)) for code in LookupServerError
+}
+_UNKNOWN_ERROR = codec.ServerError.UnknownError
+_NOT_ALLOWED = codec.ServerError.NotAllowedError
+_SERVICE_NOT_READY = codec.ServerError.ServiceNotReady
+
+_LOOKUP_TYPE = {
+    ResponseKind.CONNECT: LookupType.Connect,
+    ResponseKind.REDIRECT: LookupType.Redirect,
+}
+
+# Body field names of the commands our .proto has a body for (field number == type number).
+_BODY_FIELD: dict[int, str] = {
+    field.number: field.name
+    for field in BaseCommand.DESCRIPTOR.fields
+    if field.message_type is not None
+}
+
+# Commands our .proto has no body for: the field number of request_id inside their body
+# (PulsarApi.proto), so that a refusal can name the request the client waits on.
+_FOREIGN_REQUEST_ID_FIELD: dict[int, int] = {
+    BaseCommand.SUBSCRIBE: 5,
+    BaseCommand.PRODUCER: 3,
+    BaseCommand.UNSUBSCRIBE: 2,
+    BaseCommand.CLOSE_PRODUCER: 2,
+    BaseCommand.CLOSE_CONSUMER: 2,
+    BaseCommand.CONSUMER_STATS: 1,
+    BaseCommand.SEEK: 2,
+    BaseCommand.GET_LAST_MESSAGE_ID: 2,
+    BaseCommand.GET_SCHEMA: 1,
+    BaseCommand.GET_OR_CREATE_SCHEMA: 1,
+    BaseCommand.NEW_TXN: 1,
+    BaseCommand.ADD_PARTITION_TO_TXN: 1,
+    BaseCommand.ADD_SUBSCRIPTION_TO_TXN: 1,
+    BaseCommand.END_TXN: 1,
+    BaseCommand.END_TXN_ON_PARTITION: 1,
+    BaseCommand.END_TXN_ON_SUBSCRIPTION: 1,
+    BaseCommand.TC_CLIENT_CONNECT_REQUEST: 1,
+    BaseCommand.WATCH_TOPIC_LIST: 1,
+    BaseCommand.WATCH_TOPIC_LIST_CLOSE: 1,
+}
+
+
+class _Connection(asyncio.Protocol):
+    """One client connection. Every callback catches what a peer's bytes can cause."""
+
+    def __init__(self, server: BinaryServer) -> None:
+        self._server = server
+        self._service = server.service
+        self._settings = server.settings
+        self._listener = server.spec.listener
+        self._socket_choice = server.socket_choice
+        self._answers = server.answers
+        self._decoder = FrameDecoder(server.settings.max_frame_size)
+        self._transport: asyncio.Transport | None = None
+        self._loop = asyncio.get_running_loop()
+        self._peer = "?"
+        self._admitted = False
+        self._connected = False  # CONNECT answered
+        self._closing = False
+        self._reading = True
+        self._write_paused = False
+        self._stopped = False  # the server is stopping: read nothing more
+        self._active = True  # bytes arrived since the last keep-alive tick
+        self._awaiting_pong = False
+        self._ping_allowed = True
+        self._handshake_timer: asyncio.TimerHandle | None = None
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.lost: asyncio.Future[None] = self._loop.create_future()
+
+    # -- asyncio.Protocol ----------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple) and len(peer) >= 2:
+            self._peer = f"{peer[0]}:{peer[1]}"
+        if not self._server._admit(self):
+            log.warning(
+                "refusing connection from %s on %s: %s",
+                self._peer,
+                self._server.url,
+                "stopping" if self._server._stopping else "too many connections",
+            )
+            self._closing = True
+            transport.abort()
+            return
+        self._admitted = True
+        self._handshake_timer = self._loop.call_later(
+            self._settings.handshake_timeout, self._handshake_expired
+        )
+
+    def data_received(self, data: bytes) -> None:
+        if self._closing or self._stopped:
+            return
+        self._active = True
+        self._awaiting_pong = False
+        out: list[bytes] = []
+        try:
+            self._decoder.feed(data)
+            while not self._closing:
+                command = self._decoder.next_command()
+                if command is None:
+                    break
+                self._dispatch(command, out)
+        except RemoteProtocolError as exc:
+            log.info("closing connection from %s: %s", self._peer, exc)
+            out.append(codec.error(0, _UNKNOWN_ERROR, f"protocol error: {exc}"))
+            self._send(out)
+            self.close()
+            return
+        except Exception:  # a bug of ours: lose this connection, never the process
+            log.exception("closing connection from %s after an internal error", self._peer)
+            self._send(out)
+            self.close()
+            return
+        self._send(out)
+        if self._closing:  # a command asked for it: answers first, then close
+            self.close()
+
+    def eof_received(self) -> bool:
+        # A Pulsar client never half-closes; close our side too (lookups in flight are dropped).
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closing = True
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
+        for task in list(self.tasks):
+            task.cancel()
+        if self._admitted:
+            self._server._forget(self)
+        if not self.lost.done():
+            self.lost.set_result(None)
+
+    def pause_writing(self) -> None:
+        # The client does not read its answers: stop reading its questions until it does.
+        self._write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._update_reading()
+
+    # -- control (server) ----------------------------------------------------------------
+
+    def stop_reading(self) -> None:
+        self._stopped = True
+        self._update_reading()
+
+    def close(self) -> None:
+        self._closing = True
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.close()
+
+    def abort(self) -> None:
+        self._closing = True
+        if self._transport is not None:
+            self._transport.abort()
+
+    def keep_alive_tick(self) -> None:
+        if not self._connected or self._closing or not self._reading:
+            return
+        if self._awaiting_pong:
+            log.info("closing connection from %s: no answer to PING", self._peer)
+            self.abort()
+            return
+        if not self._active and self._ping_allowed:
+            self._send([_PING])
+            self._awaiting_pong = True
+        self._active = False
+
+    # -- commands ------------------------------------------------------------------------
+
+    def _dispatch(self, command: Command, out: list[bytes]) -> None:
+        if isinstance(command, UnknownCommand):
+            if not self._connected:
+                self._refuse_before_connect(f"command type {command.type_number}")
+                return
+            out.append(
+                codec.error(
+                    0,
+                    _NOT_ALLOWED,
+                    f"command type {command.type_number} is not supported by the lookup gateway",
+                )
+            )
+            return
+        kind = command.type
+        if not self._connected:
+            if kind == BaseCommand.CONNECT:
+                self._handshake(command, out)
+            else:
+                self._refuse_before_connect(BaseCommand.Type.Name(kind))
+            return
+        if kind == BaseCommand.LOOKUP:
+            self._lookup(command, out)
+        elif kind == BaseCommand.PARTITIONED_METADATA:
+            self._partitioned_metadata(command, out)
+        elif kind == BaseCommand.PING:
+            out.append(_PONG)
+        elif kind == BaseCommand.PONG:
+            pass  # any frame counts as a sign of life (data_received)
+        elif kind == BaseCommand.CONNECT:
+            log.info("closing connection from %s: a second CONNECT", self._peer)
+            self._closing = True
+        else:
+            name = BaseCommand.Type.Name(kind)
+            out.append(
+                codec.error(
+                    _request_id_of(command),
+                    _NOT_ALLOWED,
+                    f"{name} is not supported by the lookup gateway (lookups only)",
+                )
+            )
+
+    def _refuse_before_connect(self, what: str) -> None:
+        log.info("closing connection from %s: %s before CONNECT", self._peer, what)
+        self._closing = True
+
+    def _handshake(self, command: BaseCommand, out: list[bytes]) -> None:
+        client_version = command.connect.protocol_version
+        version = min(client_version, PROTOCOL_VERSION)
+        out.append(codec.connected(SERVER_VERSION, version, self._settings.announced_message_size))
+        self._connected = True
+        self._ping_allowed = version >= 1  # v0 clients know no PING
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
+            self._handshake_timer = None
+
+    def _handshake_expired(self) -> None:
+        self._handshake_timer = None
+        if not self._connected and not self._closing:
+            log.info(
+                "closing connection from %s: no CONNECT within %ss",
+                self._peer,
+                self._settings.handshake_timeout,
+            )
+            self.abort()
+
+    def _lookup(self, command: BaseCommand, out: list[bytes]) -> None:
+        body = command.lookupTopic
+        name = body.advertised_listener_name  # "" when absent; blank means absent (§2)
+        choice = (
+            self._service.choose(explicit=name, socket_listener=self._listener)
+            if name
+            else self._socket_choice
+        )
+        self._answer(
+            self._service.lookup(body.topic, choice, "binary"),
+            body.request_id,
+            self._lookup_answer,
+            _lookup_failed,
+            out,
+        )
+
+    def _lookup_answer(self, request_id: int, answer: LookupAnswer) -> bytes:
+        urls = answer.urls
+        if urls.service_url is None and urls.service_url_tls is None:
+            return codec.lookup_response(
+                request_id,
+                response=LookupType.Failed,
+                error=_SERVICE_NOT_READY,
+                message=(
+                    f"the broker {answer.broker_id} advertises no pulsar:// or pulsar+ssl:// "
+                    f"URL for the {answer.listener.name} listener"
+                ),
+            )
+        return self._answers.frame(request_id, answer)
+
+    def _partitioned_metadata(self, command: BaseCommand, out: list[bytes]) -> None:
+        body = command.partitionMetadata
+        self._answer(
+            self._service.partitions(body.topic),
+            body.request_id,
+            codec.partitioned_metadata_response,
+            _partitions_failed,
+            out,
+        )
+
+    # -- running requests ----------------------------------------------------------------
+
+    def _answer(
+        self,
+        request: Coroutine[Any, Any, T],
+        request_id: int,
+        on_result: Callable[[int, T], bytes],
+        on_error: Callable[[int, Exception], bytes],
+        out: list[bytes],
+    ) -> None:
+        """Run a request's coroutine up to its first suspension right here (a snapshot lookup
+        never suspends, and so costs no task); if it suspends, a task finishes it and writes
+        the answer whenever it is ready, so later requests are not held up.
+
+        This is what Python 3.12's eager tasks do; 3.11 has no such thing.
+        """
+        try:
+            suspended_on = request.send(None)
+        except StopIteration as done:
+            out.append(_reply(request_id, done.value, on_result, on_error))
+            return
+        except Exception as exc:
+            out.append(_failure(request_id, exc, on_error))
+            return
+        task = self._loop.create_task(
+            self._finish(_resume(request, suspended_on), request_id, on_result, on_error)
+        )
+        self.tasks.add(task)
+        task.add_done_callback(self._task_done)
+        if len(self.tasks) >= MAX_IN_FLIGHT_PER_CONNECTION:
+            self._update_reading()  # read no more requests until some are answered
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self.tasks.discard(task)
+        if len(self.tasks) == MAX_IN_FLIGHT_PER_CONNECTION - 1:
+            self._update_reading()
+
+    async def _finish(
+        self,
+        request: Coroutine[Any, Any, T],
+        request_id: int,
+        on_result: Callable[[int, T], bytes],
+        on_error: Callable[[int, Exception], bytes],
+    ) -> None:
+        try:
+            result = await request
+        except Exception as exc:
+            frame = _failure(request_id, exc, on_error)
+        else:
+            frame = _reply(request_id, result, on_result, on_error)
+        self._send([frame])
+
+    def _send(self, frames: list[bytes]) -> None:
+        if frames and self._transport is not None and not self._transport.is_closing():
+            self._transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
+
+    def _update_reading(self) -> None:
+        busy = len(self.tasks) >= MAX_IN_FLIGHT_PER_CONNECTION
+        want = not (self._write_paused or self._stopped or busy)
+        if want == self._reading or self._transport is None or self._transport.is_closing():
+            return
+        self._reading = want
+        if want:
+            self._transport.resume_reading()
+        else:
+            self._transport.pause_reading()
+
+
+@types.coroutine
+def _resume(coro: Coroutine[Any, Any, T], suspended_on: Any) -> Generator[Any, Any, T]:
+    """Continue, inside a task, a coroutine that was stepped by hand until it yielded
+    ``suspended_on``: hand that to the task, then pass every value and exception through
+    (``yield from`` semantics)."""
+    yielded = suspended_on
+    while True:
+        try:
+            sent = yield yielded
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:
+            try:
+                yielded = coro.throw(exc)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+        else:
+            try:
+                yielded = coro.send(sent)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+
+
+def _reply(
+    request_id: int,
+    result: T,
+    on_result: Callable[[int, T], bytes],
+    on_error: Callable[[int, Exception], bytes],
+) -> bytes:
+    try:
+        return on_result(request_id, result)
+    except Exception as exc:
+        return _failure(request_id, exc, on_error)
+
+
+def _failure(request_id: int, exc: Exception, on_error: Callable[[int, Exception], bytes]) -> bytes:
+    if not isinstance(exc, LookupFailure):
+        log.error("request %d failed with an internal error", request_id, exc_info=exc)
+    return on_error(request_id, exc)
+
+
+def _error_of(exc: Exception) -> tuple[codec.ServerError, str]:
+    """The one place a lookup failure becomes a binary ServerError and message."""
+    if isinstance(exc, LookupFailure):
+        return _WIRE_ERROR[exc.code], exc.message
+    return _UNKNOWN_ERROR, f"internal error: {type(exc).__name__}"
+
+
+def _lookup_failed(request_id: int, exc: Exception) -> bytes:
+    error, message = _error_of(exc)
+    return codec.lookup_response(
+        request_id, response=LookupType.Failed, error=error, message=message
+    )
+
+
+def _partitions_failed(request_id: int, exc: Exception) -> bytes:
+    error, message = _error_of(exc)
+    return codec.partitioned_metadata_response(request_id, error=error, message=message)
+
+
+def _request_id_of(command: BaseCommand) -> int:
+    """The request id of a command we refuse, 0 if it has none we can read."""
+    body_field = _BODY_FIELD.get(command.type)
+    if body_field is not None:
+        body = getattr(command, body_field)
+        if "request_id" in body.DESCRIPTOR.fields_by_name and body.HasField("request_id"):
+            return int(body.request_id)
+        return 0
+    number = _FOREIGN_REQUEST_ID_FIELD.get(command.type)
+    if number is None:
+        return 0
+    fields = UnknownFieldSet(command)
+    for index in range(len(fields)):
+        field = fields[index]
+        if field.field_number == command.type and field.wire_type == 2:
+            found = _varint_field(bytes(field.data), number)
+            if found is not None:
+                return found
+    return 0
+
+
+def _varint_field(message: bytes, number: int) -> int | None:
+    """The value of varint field ``number`` in a serialized message, None if absent or the
+    bytes do not parse. A minimal protobuf wire reader for bodies our .proto leaves out."""
+    pos, end = 0, len(message)
+
+    def varint() -> int:
+        nonlocal pos
+        value = shift = 0
+        while pos < end and shift < 64:
+            byte = message[pos]
+            pos += 1
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return value
+            shift += 7
+        raise ValueError("truncated varint")
+
+    found: int | None = None
+    try:
+        while pos < end:
+            tag = varint()
+            field, wire_type = tag >> 3, tag & 7
+            if wire_type == 0:
+                value = varint()
+                if field == number:
+                    found = value & 0xFFFFFFFFFFFFFFFF
+            elif wire_type == 1:
+                pos += 8
+            elif wire_type == 2:
+                size = varint()  # not `pos += varint()`: that would add to the old pos
+                pos += size
+            elif wire_type == 5:
+                pos += 4
+            else:
+                return found
+    except ValueError:
+        return found
+    return found

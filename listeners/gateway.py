@@ -1,0 +1,123 @@
+"""The gateway process: one metadata source, one lookup service, one server per socket."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import ssl
+from typing import Any, Protocol
+
+from http_api.app import build_app
+from http_api.server import HttpServer
+from listeners.binary_server import BinaryServer, BinarySettings
+from listeners.config import GatewayConfig
+from listeners.socket_table import SocketSpec
+from lookup.service import LookupService
+from lookup.source import MetadataSource
+from lookup.sources import open_source
+from tls.context import server_context
+
+log = logging.getLogger(__name__)
+
+
+class Server(Protocol):
+    @property
+    def port(self) -> int: ...
+
+    async def start(self) -> None: ...
+
+    async def stop(self, timeout: float) -> None: ...
+
+
+class Gateway:
+    def __init__(self, config: GatewayConfig, source: MetadataSource | None = None) -> None:
+        self.config = config
+        self.source = source or open_source(config.metadata_store_url)
+        self.service = LookupService(
+            self.source,
+            policy=config.resolve_policy(),
+            internal_listener=config.internal_listener_name,
+            max_concurrent=config.max_concurrent_lookup_request,
+            declared_listeners=[listener.name for listener in config.advertised_listeners],
+        )
+        self.servers: list[tuple[SocketSpec, Server]] = []
+        self.listener_table: list[dict[str, Any]] = []  # filled in once ports are known
+
+    async def start(self) -> None:
+        specs = self.config.sockets()
+        tls_context = server_context(self.config) if any(s.tls for s in specs) else None
+        await self.source.start()
+        try:
+            for spec in specs:
+                server = self._server_for(spec, tls_context if spec.tls else None)
+                await server.start()
+                self.servers.append((spec, server))
+        except BaseException:
+            await self.stop()
+            raise
+        self.listener_table[:] = self._table()
+
+    def _server_for(self, spec: SocketSpec, context: ssl.SSLContext | None) -> Server:
+        if spec.endpoint.scheme.is_binary:
+            settings = BinarySettings.from_config(self.config, spec.listener)
+            return BinaryServer(spec, self.service, settings, ssl_context=context)
+        app = build_app(self.service, listener=spec.listener, listener_table=self.listener_table)
+        return HttpServer(spec, app, ssl_context=context)
+
+    def port_of(self, listener: str | None, scheme: str) -> int:
+        for spec, server in self.servers:
+            if spec.listener == listener and spec.endpoint.scheme.value == scheme:
+                return server.port
+        raise KeyError(f"no {scheme} socket for listener {listener}")
+
+    def _table(self) -> list[dict[str, Any]]:
+        rows = []
+        for spec, server in self.servers:
+            listener = self.config.listener(spec.listener) if spec.listener else None
+            rows.append(
+                {
+                    "address": f"{spec.endpoint.host}:{server.port}",
+                    "scheme": spec.endpoint.scheme.value,
+                    "listener": spec.listener,
+                    "tls": spec.tls,
+                    "origin": spec.origin,
+                    "advertised": [e.url for e in listener.endpoints] if listener else [],
+                    "proxyThroughServiceUrl": self.config.settings_for(
+                        spec.listener
+                    ).proxy_through_service_url,
+                }
+            )
+        return rows
+
+    async def stop(self) -> None:
+        """Stop accepting everywhere at once, let in-flight lookups finish, then close."""
+        timeout = self.config.shutdown_timeout_seconds
+        servers, self.servers = self.servers, []
+        results = await asyncio.gather(
+            *(server.stop(timeout) for _spec, server in servers), return_exceptions=True
+        )
+        for (spec, _server), result in zip(servers, results, strict=True):
+            if isinstance(result, BaseException):
+                log.error("stopping %s failed: %r", spec.endpoint.url, result)
+        await self.source.close()
+
+
+async def serve(gateway: Gateway, stop: asyncio.Event | None = None) -> None:
+    """Run until SIGTERM/SIGINT (or `stop` is set), then stop gracefully."""
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    await gateway.start()
+    log.info("gateway started; metadata %s", gateway.config.metadata_store_url)
+    try:
+        await stop.wait()
+    finally:
+        log.info("stopping: no new connections; finishing lookups in flight")
+        await gateway.stop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(sig)

@@ -1,0 +1,407 @@
+"""Test peers that speak the Pulsar binary protocol with our codec. Never part of the product.
+
+- :class:`BrokerPeer` plays the first steps of a Pulsar broker on one host:port, so that an
+  end-to-end test can see WHERE a real client went after a lookup and what it asked for there:
+  it answers CONNECT, answers LOOKUP for any topic with Connect to itself (so a client redirected
+  to it can finish), PARTITIONED_METADATA with 0, PRODUCER with PRODUCER_SUCCESS, and records
+  every command.
+- :class:`RawClient` is a minimal client for driving a server frame by frame.
+
+Our .proto has no CommandProducer / CommandProducerSuccess (a gateway never needs them), so the
+peer reads and writes those bodies with the tiny protobuf wire helpers below.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from google.protobuf.unknown_fields import UnknownFieldSet
+
+from listeners.protocol import codec
+from listeners.protocol.codec import BaseCommand, Command, FrameDecoder, UnknownCommand
+from listeners.protocol.pulsar_api_pb2 import CommandLookupTopicResponse
+
+PEER_PROTOCOL_VERSION = 21
+DEFAULT_WAIT = 10.0
+
+# --- protobuf wire format, just enough for bodies our .proto leaves out ------------------------
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def wire_varint(number: int, value: int) -> bytes:
+    return _varint(number << 3) + _varint(value & 0xFFFFFFFFFFFFFFFF)
+
+
+def wire_bytes(number: int, value: bytes) -> bytes:
+    return _varint(number << 3 | 2) + _varint(len(value)) + value
+
+
+def wire_fields(message: bytes) -> dict[int, list[int | bytes]]:
+    """Field number -> values (varints as int, length-delimited as bytes); fixed-width fields
+    are skipped. Raises ValueError on bytes that are not a protobuf message."""
+    fields: dict[int, list[int | bytes]] = {}
+    pos = 0
+
+    def varint() -> int:
+        nonlocal pos
+        value = shift = 0
+        while True:
+            if pos >= len(message) or shift > 63:
+                raise ValueError("truncated varint")
+            byte = message[pos]
+            pos += 1
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return value
+            shift += 7
+
+    while pos < len(message):
+        tag = varint()
+        number, wire_type = tag >> 3, tag & 7
+        if wire_type == 0:
+            fields.setdefault(number, []).append(varint())
+        elif wire_type == 2:
+            size = varint()
+            if pos + size > len(message):
+                raise ValueError("truncated field")
+            fields.setdefault(number, []).append(message[pos : pos + size])
+            pos += size
+        elif wire_type in (1, 5):
+            pos += 8 if wire_type == 1 else 4
+        else:
+            raise ValueError(f"wire type {wire_type}")
+    return fields
+
+
+def frame_of(body: bytes) -> bytes:
+    return struct.pack(">II", 4 + len(body), len(body)) + body
+
+
+def raw_command(type_number: int, body: bytes | None = None) -> bytes:
+    """A framed BaseCommand of any type number, with its body (field number = type number)
+    given as serialized bytes."""
+    command = wire_varint(1, type_number)
+    if body is not None:
+        command += wire_bytes(type_number, body)
+    return frame_of(command)
+
+
+def foreign_body(command: BaseCommand) -> bytes:
+    """The serialized body of a command our .proto has no field for (b"" if absent)."""
+    fields = UnknownFieldSet(command)
+    chunks = [
+        bytes(fields[i].data)
+        for i in range(len(fields))
+        if fields[i].field_number == command.type and fields[i].wire_type == 2
+    ]
+    return chunks[-1] if chunks else b""
+
+
+def producer_command(topic: str, producer_id: int, request_id: int) -> bytes:
+    """PRODUCER (CommandProducer: topic=1, producer_id=2, request_id=3)."""
+    body = wire_bytes(1, topic.encode()) + wire_varint(2, producer_id) + wire_varint(3, request_id)
+    return raw_command(BaseCommand.PRODUCER, body)
+
+
+def producer_success(request_id: int, producer_name: str) -> bytes:
+    """PRODUCER_SUCCESS (CommandProducerSuccess: request_id=1, producer_name=2)."""
+    body = wire_varint(1, request_id) + wire_bytes(2, producer_name.encode())
+    return raw_command(BaseCommand.PRODUCER_SUCCESS, body)
+
+
+def success(request_id: int) -> bytes:
+    command = BaseCommand(type=BaseCommand.SUCCESS)
+    command.success.request_id = request_id
+    return codec.encode_command(command)
+
+
+# --- the broker test peer ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SeenCommand:
+    type_name: str  # BaseCommand.Type name, or "#<n>" for a number our enum lacks
+    topic: str | None = None
+    request_id: int | None = None
+    listener_name: str | None = None  # LOOKUP's advertised_listener_name
+    authoritative: bool | None = None
+
+
+# Commands carrying a request id (field number) that the peer answers with SUCCESS.
+_ANSWERED_WITH_SUCCESS = {
+    BaseCommand.CLOSE_PRODUCER: 2,
+    BaseCommand.CLOSE_CONSUMER: 2,
+    BaseCommand.SUBSCRIBE: 5,
+    BaseCommand.UNSUBSCRIBE: 2,
+}
+
+
+@dataclass
+class BrokerPeer:
+    """A TEST PEER playing a Pulsar broker's handshake on ``host:port`` (port 0: any)."""
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    name: str = "broker-peer"
+    ssl_context: ssl.SSLContext | None = None  # set: the peer speaks pulsar+ssl://
+    seen: list[SeenCommand] = field(default_factory=list)
+    connections: int = 0
+    _server: asyncio.Server | None = None
+    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+    _transports: set[asyncio.Transport] = field(default_factory=set)
+
+    @property
+    def url(self) -> str:
+        scheme = "pulsar+ssl" if self.ssl_context is not None else "pulsar"
+        return f"{scheme}://{self.host}:{self.port}"
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: _PeerConnection(self), self.host, self.port, ssl=self.ssl_context
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            for transport in list(self._transports):
+                transport.abort()
+            await self._server.wait_closed()
+            self._server = None
+
+    async def __aenter__(self) -> BrokerPeer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def types_seen(self) -> list[str]:
+        return [command.type_name for command in self.seen]
+
+    def producer_topics(self) -> list[str]:
+        return [c.topic for c in self.seen if c.type_name == "PRODUCER" and c.topic is not None]
+
+    async def wait_for(self, predicate: Callable[[BrokerPeer], bool], timeout: float) -> bool:
+        """Wait (bounded) until ``predicate(self)`` holds; False if it never did."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not predicate(self):
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), remaining)
+        return True
+
+    def _record(self, command: SeenCommand) -> None:
+        self.seen.append(command)
+        self._changed.set()
+
+    def _answer(self, command: Command) -> tuple[list[bytes], bool]:
+        """(frames to send, close afterwards)."""
+        if isinstance(command, UnknownCommand):
+            self._record(SeenCommand(f"#{command.type_number}"))
+            return [], False
+        kind = command.type
+        name = BaseCommand.Type.Name(kind)
+        if kind == BaseCommand.CONNECT:
+            self._record(SeenCommand(name))
+            version = min(command.connect.protocol_version, PEER_PROTOCOL_VERSION)
+            return [codec.connected(self.name, version, 5 * 1024 * 1024)], False
+        if kind == BaseCommand.LOOKUP:
+            lookup = command.lookupTopic
+            self._record(
+                SeenCommand(
+                    name,
+                    lookup.topic,
+                    lookup.request_id,
+                    lookup.advertised_listener_name,
+                    lookup.authoritative,
+                )
+            )
+            tls = self.ssl_context is not None
+            reply = codec.lookup_response(
+                lookup.request_id,
+                response=CommandLookupTopicResponse.Connect,
+                broker_url=None if tls else self.url,
+                broker_url_tls=self.url if tls else None,
+                authoritative=True,
+            )
+            return [reply], False
+        if kind == BaseCommand.PARTITIONED_METADATA:
+            meta = command.partitionMetadata
+            self._record(SeenCommand(name, meta.topic, meta.request_id))
+            return [codec.partitioned_metadata_response(meta.request_id, 0)], False
+        if kind == BaseCommand.PING:
+            return [codec.pong()], False
+        if kind == BaseCommand.PONG:
+            return [], False
+        try:
+            fields = wire_fields(foreign_body(command))
+        except ValueError:
+            fields = {}
+        if kind == BaseCommand.PRODUCER:
+            topic = _first_bytes(fields, 1)
+            request_id = _first_int(fields, 3)
+            self._record(SeenCommand(name, topic, request_id))
+            if request_id is None:
+                return [], True
+            return [producer_success(request_id, f"{self.name}-producer-{request_id}")], False
+        number = _ANSWERED_WITH_SUCCESS.get(kind)
+        request_id = _first_int(fields, number) if number is not None else None
+        self._record(SeenCommand(name, _first_bytes(fields, 1), request_id))
+        return ([success(request_id)] if request_id is not None else []), False
+
+
+def _first_int(fields: dict[int, list[int | bytes]], number: int) -> int | None:
+    for value in fields.get(number, []):
+        if isinstance(value, int):
+            return value
+    return None
+
+
+def _first_bytes(fields: dict[int, list[int | bytes]], number: int) -> str | None:
+    for value in fields.get(number, []):
+        if isinstance(value, bytes):
+            return value.decode(errors="replace")
+    return None
+
+
+class _PeerConnection(asyncio.Protocol):
+    def __init__(self, peer: BrokerPeer) -> None:
+        self._peer = peer
+        self._decoder = FrameDecoder()
+        self._transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        self._peer.connections += 1
+        self._peer._transports.add(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._transport is not None:
+            self._peer._transports.discard(self._transport)
+
+    def data_received(self, data: bytes) -> None:
+        assert self._transport is not None
+        try:
+            self._decoder.feed(data)
+            while (command := self._decoder.next_command()) is not None:
+                frames, close = self._peer._answer(command)
+                for frame in frames:
+                    self._transport.write(frame)
+                if close:
+                    self._transport.close()
+                    return
+        except codec.RemoteProtocolError:
+            self._transport.abort()
+
+
+# --- a raw client --------------------------------------------------------------------------
+
+
+class RawClient:
+    """Talks to a binary server frame by frame. Every read is bounded by a timeout."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.decoder = FrameDecoder()
+        self.answer_pings = False  # True: receive() answers PING with PONG and skips it
+
+    @classmethod
+    async def open(cls, host: str, port: int, *, timeout: float = DEFAULT_WAIT) -> RawClient:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+        return cls(reader, writer)
+
+    async def close(self) -> None:
+        self.writer.close()
+        with contextlib.suppress(OSError, asyncio.TimeoutError):
+            await asyncio.wait_for(self.writer.wait_closed(), DEFAULT_WAIT)
+
+    async def __aenter__(self) -> RawClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def send(self, data: bytes) -> None:
+        self.writer.write(data)
+
+    async def receive(self, timeout: float = DEFAULT_WAIT) -> Command | None:
+        """The next command; None when the server closed the connection."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            command = self.decoder.next_command()
+            is_ping = isinstance(command, BaseCommand) and command.type == BaseCommand.PING
+            if is_ping and self.answer_pings:
+                self.send(codec.pong())
+                continue
+            if command is not None:
+                return command
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise TimeoutError("no frame from the server in time")
+            try:
+                data = await asyncio.wait_for(self.reader.read(65536), remaining)
+            except ConnectionResetError:
+                return None
+            if not data:
+                return None
+            self.decoder.feed(data)
+
+    async def expect(self, timeout: float = DEFAULT_WAIT) -> BaseCommand:
+        command = await self.receive(timeout)
+        assert isinstance(command, BaseCommand), f"expected a command, got {command!r}"
+        return command
+
+    async def closed(self, timeout: float = DEFAULT_WAIT) -> bool:
+        """True once the server has closed the connection (frames before that are ignored)."""
+        try:
+            while await self.receive(timeout) is not None:
+                pass
+        except TimeoutError:
+            return False
+        return True
+
+    async def handshake(
+        self, protocol_version: int = PEER_PROTOCOL_VERSION, timeout: float = DEFAULT_WAIT
+    ) -> BaseCommand:
+        self.send(codec.connect("raw-test-client", protocol_version))
+        command = await self.expect(timeout)
+        assert command.type == BaseCommand.CONNECTED, command
+        return command
+
+    async def lookup(
+        self,
+        topic: str,
+        request_id: int = 1,
+        listener: str | None = None,
+        timeout: float = DEFAULT_WAIT,
+    ) -> BaseCommand:
+        self.send(codec.lookup(topic, request_id, advertised_listener_name=listener))
+        command = await self.expect(timeout)
+        assert command.type == BaseCommand.LOOKUP_RESPONSE, command
+        assert command.lookupTopicResponse.request_id == request_id
+        return command

@@ -1,0 +1,134 @@
+"""The gateway as a user runs it: `run` and `standalone` as processes, signals, exit codes."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from listeners.embedded_zookeeper import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "configs" / "demo-cluster.json"
+EXE = str(Path(sys.executable).with_name("pulsar-lookup-gateway"))
+LISTENING = re.compile(r"listening on (\S+) listener=(\S+) tls=(\S+)")
+TOPIC = "persistent/public/default/orders-partition-1"
+
+
+def write_config(path: Path, metadata: str) -> Path:
+    path.write_text(
+        f"metadataStoreUrl={metadata}\n"
+        "advertisedListeners=internal:pulsar://127.0.0.1:6650,external:pulsar://127.0.0.2:6650\n"
+        "bindAddresses=internal:pulsar://127.0.0.1:0,external:pulsar://127.0.0.2:0,"
+        "internal:http://127.0.0.1:0,external:http://127.0.0.2:0\n"
+        "brokerServicePort=\nwebServicePort=\n"
+    )
+    return path
+
+
+class Running:
+    """A gateway process; waits (bounded) until every socket logged its address."""
+
+    def __init__(self, *args: str, sockets: int = 4) -> None:
+        self.process = subprocess.Popen(
+            [EXE, *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.lines: list[str] = []
+        self.urls: dict[tuple[str, str], str] = {}  # (scheme, listener) -> url
+        deadline = time.monotonic() + 60
+        assert self.process.stdout is not None
+        while len(self.urls) < sockets and time.monotonic() < deadline:
+            line = self.process.stdout.readline()
+            if not line:
+                break
+            self.lines.append(line)
+            if match := LISTENING.search(line):
+                url, listener = match.group(1), match.group(2)
+                self.urls[(url.split("://")[0], listener)] = url
+        assert len(self.urls) == sockets, "".join(self.lines)
+
+    def get(self, listener: str, path: str) -> Any:
+        url = self.urls[("http", listener)] + path
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return json.loads(response.read())
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        self.process.send_signal(sig)
+        try:
+            out, _ = self.process.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            raise
+        self.lines.append(out)
+        return self.process.returncode
+
+
+def test_run_serves_each_listener_and_stops_on_sigterm(tmp_path: Path) -> None:
+    conf = write_config(tmp_path / "g.conf", f"file:{DEMO}")
+    gateway = Running("run", "--config", str(conf))
+    try:
+        internal = gateway.get("internal", f"/lookup/v2/topic/{TOPIC}")
+        external = gateway.get("external", f"/lookup/v2/topic/{TOPIC}")
+        assert internal["brokerUrl"] == "pulsar://10.0.0.1:6650"
+        assert external["brokerUrl"] == "pulsar://broker-1.pulsar.example.com:6650"
+        table = gateway.get("internal", "/admin/v2/gateway/listeners")
+        assert {row["listener"] for row in table} == {"internal", "external"}
+    finally:
+        code = gateway.stop()
+    assert code == 0, "".join(gateway.lines)
+    assert "finishing lookups in flight" in "".join(gateway.lines)
+
+
+def test_run_stops_on_sigint_too(tmp_path: Path) -> None:
+    gateway = Running("run", "--config", str(write_config(tmp_path / "g.conf", f"file:{DEMO}")))
+    assert gateway.stop(signal.SIGINT) == 0
+
+
+def test_run_refuses_a_bad_config_with_exit_2(tmp_path: Path) -> None:
+    conf = tmp_path / "bad.conf"
+    conf.write_text("metadataStoreUrl=file:/x\nbindAddresses=nope:pulsar://127.0.0.1:0\n")
+    result = subprocess.run(
+        [EXE, "run", "--config", str(conf)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2
+    assert "listener 'nope' is not declared" in result.stderr
+
+
+def test_run_with_a_missing_snapshot_exits_1(tmp_path: Path) -> None:
+    conf = write_config(tmp_path / "g.conf", f"file:{tmp_path / 'missing.json'}")
+    result = subprocess.run(
+        [EXE, "run", "--config", str(conf)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 1
+    assert "cannot read snapshot" in result.stderr
+
+
+@pytest.mark.zookeeper
+def test_standalone_starts_zookeeper_seeds_the_demo_and_cleans_up(tmp_path: Path) -> None:
+    conf = write_config(tmp_path / "s.conf", "zk:127.0.0.1:2181")  # standalone replaces it
+    zk_port = free_port()
+    gateway = Running("standalone", "--config", str(conf), "--zookeeper-port", str(zk_port))
+    try:
+        banner = "".join(gateway.lines)
+        assert f"ZooKeeper at 127.0.0.1:{zk_port}" in banner
+        external = gateway.get("external", f"/lookup/v2/topic/{TOPIC}")
+        assert external["brokerUrlTls"] == "pulsar+ssl://broker-1.pulsar.example.com:6651"
+        assert gateway.get("internal", "/ready")["ready"] is True
+    finally:
+        code = gateway.stop()
+    assert code == 0, "".join(gateway.lines)
+    with pytest.raises(OSError):  # the embedded ZooKeeper is gone with the gateway
+        import socket
+
+        socket.create_connection(("127.0.0.1", zk_port), timeout=2).close()

@@ -1,0 +1,45 @@
+"""`seed`, `dump` and `lookup --metadata zk:` against a real ZooKeeper."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from listeners.cli import main
+from listeners.embedded_zookeeper import EmbeddedZooKeeper
+from lookup.snapshot import read_snapshot
+
+pytestmark = pytest.mark.zookeeper
+DEMO = Path(__file__).resolve().parents[2] / "configs" / "demo-cluster.json"
+
+
+def test_seed_then_dump_round_trips_the_demo_cluster(
+    zookeeper: EmbeddedZooKeeper, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"zk:{zookeeper.connect_string}/seeded-{tmp_path.name}"
+    assert main(["seed", "--metadata", url, "--snapshot", str(DEMO)]) == 0
+    out = tmp_path / "dump.json"
+    assert main(["dump", "--metadata", url, "--out", str(out)]) == 0
+    assert read_snapshot(out) == read_snapshot(DEMO)
+    assert "wrote 19 znodes" in capsys.readouterr().out
+
+
+def test_lookup_reads_zookeeper(
+    zookeeper: EmbeddedZooKeeper, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"zk:{zookeeper.connect_string}/lookup-{tmp_path.name}"
+    assert main(["seed", "--metadata", url, "--snapshot", str(DEMO)]) == 0
+    capsys.readouterr()
+    assert main(["lookup", "orders-partition-3", "--listener", "external", "--metadata", url]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert (answer["response"], answer["authoritative"]) == ("redirect", False)
+    assert answer["brokerServiceUrl"] == "pulsar://broker-1.pulsar.example.com:6650"
+    assert main(["lookup", "acme/payments/settlements", "--metadata", url]) == 0
+    assert json.loads(capsys.readouterr().out)["partitions"] == 3
+
+
+def test_seed_and_dump_refuse_file_urls(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["dump", "--metadata", f"file:{DEMO}", "--out", str(tmp_path / "x")]) == 2
+    assert "need a zk: URL" in capsys.readouterr().err

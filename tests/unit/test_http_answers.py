@@ -1,0 +1,150 @@
+"""The HTTP app's pure parts: error mapping, LookupData, 307 Location, topic from a raw path."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from http_api.app import lookup_data, redirect_location, topic_from_path
+from http_api.errors import STATUS, failure_response
+from lookup.bundles import BundleRange
+from lookup.errors import FailureKind, InvalidTopicName, LookupFailure
+from lookup.resolve import BrokerUrls, LookupAnswer, ResponseKind
+from lookup.selection import ChoiceSource, ListenerChoice
+from lookup.topics import TopicName
+
+EXPECTED_STATUS = {
+    FailureKind.INVALID_TOPIC: 400,
+    FailureKind.LISTENER_NOT_FOUND: 400,
+    FailureKind.NAMESPACE_NOT_FOUND: 404,
+    FailureKind.NO_BROKER: 503,
+    FailureKind.TOO_MANY_REQUESTS: 503,
+    FailureKind.METADATA_UNAVAILABLE: 503,
+    FailureKind.BUNDLE_UNLOADING: 503,
+    FailureKind.METADATA_MALFORMED: 500,
+}
+
+
+@pytest.mark.parametrize("kind", list(FailureKind))
+def test_failure_response(kind: FailureKind) -> None:
+    response = failure_response(LookupFailure(kind, f"because {kind.value}"))
+    assert response.status == EXPECTED_STATUS[kind] == STATUS[kind]
+    assert response.content_type == "application/json"
+    assert isinstance(response.body, bytes)
+    assert json.loads(response.body) == {"reason": f"because {kind.value}"}
+
+
+def test_lookup_data_has_six_string_keys() -> None:
+    urls = BrokerUrls("pulsar://b:6650", None, "http://b:8080", None)
+    assert lookup_data(urls) == {
+        "brokerUrl": "pulsar://b:6650",
+        "brokerUrlTls": "",
+        "httpUrl": "http://b:8080",
+        "httpUrlTls": "",
+        "nativeUrl": "pulsar://b:6650",
+        "brokerUrlSsl": "",
+    }
+
+
+def redirect(
+    local: str = "t",
+    *,
+    http: str | None = "http://b2:8080",
+    https: str | None = "https://b2:8443",
+    authoritative: bool = False,
+    listener: ListenerChoice | None = None,
+) -> LookupAnswer:
+    return LookupAnswer(
+        topic=TopicName.parse(f"persistent://public/default/{local}"),
+        bundle=BundleRange(0, 0x40000000),
+        response=ResponseKind.REDIRECT,
+        authoritative=authoritative,
+        broker_id="b2:8080",
+        urls=BrokerUrls("pulsar://b2:6650", None, http, https),
+        listener=listener or ListenerChoice("edge", ChoiceSource.SOCKET),
+    )
+
+
+ROUTE = "/lookup/v2/topic/persistent/public/default"
+
+
+@pytest.mark.parametrize(
+    ("answer", "secure", "location"),
+    [
+        (redirect(), False, f"http://b2:8080{ROUTE}/t?authoritative=false&listenerName=edge"),
+        (redirect(), True, f"https://b2:8443{ROUTE}/t?authoritative=false&listenerName=edge"),
+        (
+            redirect(https=None, authoritative=True),
+            True,
+            f"http://b2:8080{ROUTE}/t?authoritative=true&listenerName=edge",
+        ),
+        (  # only an https URL: use it even for a plain request
+            redirect(http=None),
+            False,
+            f"https://b2:8443{ROUTE}/t?authoritative=false&listenerName=edge",
+        ),
+        (
+            redirect(http="http://b2:8080/"),
+            False,
+            f"http://b2:8080{ROUTE}/t?authoritative=false&listenerName=edge",
+        ),
+        (  # internal: the brokers' default URLs, no listenerName
+            redirect(listener=ListenerChoice("internal", ChoiceSource.INTERNAL)),
+            False,
+            f"http://b2:8080{ROUTE}/t?authoritative=false",
+        ),
+        (
+            redirect(listener=ListenerChoice("external", ChoiceSource.HEADER)),
+            False,
+            f"http://b2:8080{ROUTE}/t?authoritative=false&listenerName=external",
+        ),
+        (
+            redirect("a b+c%dé?#"),
+            False,
+            f"http://b2:8080{ROUTE}/a%20b%2Bc%25d%C3%A9%3F%23?authoritative=false"
+            "&listenerName=edge",
+        ),
+    ],
+)
+def test_redirect_location(answer: LookupAnswer, secure: bool, location: str) -> None:
+    assert redirect_location(answer, secure=secure) == location
+
+
+def test_redirect_without_any_http_url_is_no_broker() -> None:
+    with pytest.raises(LookupFailure) as failure:
+        redirect_location(redirect(http=None, https=None), secure=False)
+    assert failure.value.kind is FailureKind.NO_BROKER
+    assert "b2:8080" in failure.value.message
+
+
+@pytest.mark.parametrize(
+    ("raw", "full"),
+    [
+        (("persistent", "public", "default", "t"), "persistent://public/default/t"),
+        (("persistent", "public", "default", "a%20b"), "persistent://public/default/a b"),
+        (("persistent", "public", "default", "a+b"), "persistent://public/default/a b"),
+        (("persistent", "public", "default", "a%2Bb"), "persistent://public/default/a+b"),
+        (("persistent", "public", "default", "a%252Fb"), "persistent://public/default/a%2Fb"),
+        (("non-persistent", "my-t", "n.s", "x-partition-3"), "non-persistent://my-t/n.s/x-partition-3"),
+        (("persistent", "public", "default", "%C3%A9"), "persistent://public/default/é"),
+    ],
+)  # fmt: skip
+def test_topic_from_path(raw: tuple[str, str, str, str], full: str) -> None:
+    assert topic_from_path(*raw).full == full
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        ("persistent", "public", "default", "a%2Fb"),
+        ("persistent", "public", "default", "a%2fb"),
+        ("persistent", "pub%2Flic", "default", "t"),
+        ("persistent", "public", "def%2Fault", "t"),
+        ("durable", "public", "default", "t"),
+        ("persistent", "pub lic", "default", "t"),
+    ],
+)
+def test_topic_from_path_refuses(raw: tuple[str, str, str, str]) -> None:
+    with pytest.raises(InvalidTopicName):
+        topic_from_path(*raw)
