@@ -1,10 +1,52 @@
+"""Shared fixtures: hypothesis profiles, and a real ZooKeeper server for the whole session with
+a fresh chroot for every test that asks for one."""
+
 from __future__ import annotations
 
 import os
+import uuid
+from collections.abc import Iterator
 
+import pytest
 from hypothesis import settings
+from kazoo.client import KazooClient
+
+from listeners.embedded_zookeeper import EmbeddedZooKeeper, ZooKeeperUnavailable
 
 # CI machines are small and shared: no deadlines, a bounded number of examples.
 settings.register_profile("ci", deadline=None, max_examples=200)
 settings.register_profile("dev", deadline=None, max_examples=100)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+@pytest.fixture(scope="session")
+def zookeeper() -> Iterator[EmbeddedZooKeeper]:
+    server = EmbeddedZooKeeper()
+    try:
+        server.start()
+    except ZooKeeperUnavailable as exc:  # `make test` installs it; a bare pytest may not have it
+        pytest.fail(f"cannot start ZooKeeper for the integration tests: {exc}")
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def zk_chroot(zookeeper: EmbeddedZooKeeper) -> Iterator[str]:
+    """A fresh chroot path, created empty; the tests' metadataStoreUrl is zk:<server><chroot>."""
+    chroot = f"/t-{uuid.uuid4().hex[:12]}"
+    admin = KazooClient(hosts=zookeeper.connect_string, timeout=10)
+    admin.start(timeout=15)
+    admin.ensure_path(chroot)
+    admin.stop()
+    admin.close()
+    yield chroot
+
+
+@pytest.fixture
+def zk_admin(zookeeper: EmbeddedZooKeeper, zk_chroot: str) -> Iterator[KazooClient]:
+    """A client inside the test's chroot, playing the brokers and the admin tools."""
+    client = KazooClient(hosts=zookeeper.connect_string + zk_chroot, timeout=10)
+    client.start(timeout=15)
+    yield client
+    client.stop()
+    client.close()
