@@ -66,14 +66,61 @@ class ConfigError(Exception):
         self.problems = problems
 
 
+def _store_type(value: Any) -> Any:
+    if isinstance(value, str) and value.strip():
+        if value.strip().upper() not in ("PEM", "PKCS12"):
+            raise ValueError(f"'{value}' is not PEM or PKCS12")
+        return value.strip().upper()
+    return _blank_is_none(value)
+
+
+StoreType = Annotated[str | None, BeforeValidator(_store_type)]
+OptionalCommaList = Annotated[tuple[str, ...] | None, BeforeValidator(_comma_list)]
+
+
+@dataclass(frozen=True, slots=True)
+class TlsSettings:
+    """The TLS material and options of one socket: a listener's own keys over the global ones."""
+
+    certificate_file: str | None
+    key_file: str | None
+    key_password: str | None
+    trust_certs_file: str | None
+    key_store_type: str
+    key_store: str | None
+    key_store_password: str | None
+    require_client_cert: bool
+    protocols: tuple[str, ...]
+    ciphers: tuple[str, ...]
+    refresh_seconds: int
+
+    @property
+    def has_material(self) -> bool:
+        if self.key_store_type == "PKCS12":
+            return bool(self.key_store)
+        return bool(self.certificate_file and self.key_file)
+
+
 class ListenerSettings(BaseModel):
-    """Settings one listener may override, written `listener.<name>.<key>=value`."""
+    """Settings one listener may override, written `listener.<name>.<key>=value`.
+    A TLS key left unset here falls back to the global key of the same name."""
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
     # Binary lookups answered on this listener tell the client to keep talking to the address
     # it used and name the broker in CONNECT (a proxy in front of the brokers).
     proxy_through_service_url: bool = False
+
+    tls_certificate_file_path: OptionalText = None
+    tls_key_file_path: OptionalText = None
+    tls_key_password: OptionalText = None
+    tls_trust_certs_file_path: OptionalText = None
+    tls_key_store_type: StoreType = None
+    tls_key_store: OptionalText = None
+    tls_key_store_password: OptionalText = None
+    tls_require_trusted_client_cert_on_connect: bool | None = None
+    tls_protocols: OptionalCommaList = None
+    tls_ciphers: OptionalCommaList = None
 
 
 LISTENER_PREFIX = "listener."
@@ -97,7 +144,7 @@ class GatewayConfig(BaseModel):
     tls_key_file_path: OptionalText = None
     tls_key_password: OptionalText = None
     tls_trust_certs_file_path: OptionalText = None
-    tls_key_store_type: str = "PEM"
+    tls_key_store_type: StoreType = "PEM"
     tls_key_store: OptionalText = None
     tls_key_store_password: OptionalText = None
     tls_require_trusted_client_cert_on_connect: bool = False
@@ -107,6 +154,8 @@ class GatewayConfig(BaseModel):
 
     advertised_listeners: tuple[AdvertisedListener, ...] = ()
     internal_listener_name: str | None = Field(None, validate_default=True)
+    # `listener.<name>.<key>=value`: per-listener settings, keyed by listener name.
+    listener_settings: dict[str, ListenerSettings] = Field(default_factory=dict)
     bind_addresses: tuple[BindAddress, ...] = Field((), validate_default=True)
 
     default_number_of_namespace_bundles: int = Field(DEFAULT_NUM_BUNDLES, ge=1, le=2**16)
@@ -121,9 +170,6 @@ class GatewayConfig(BaseModel):
 
     # Graceful stop: how long in-flight lookups may take once a stop is asked for.
     shutdown_timeout_seconds: float = Field(5.0, gt=0)
-
-    # `listener.<name>.<key>=value`: per-listener settings, keyed by listener name.
-    listener_settings: dict[str, ListenerSettings] = Field(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
@@ -140,13 +186,6 @@ class GatewayConfig(BaseModel):
     @classmethod
     def _metadata_url(cls, value: Any) -> Any:
         return parse_metadata_url(value) if isinstance(value, str) else value
-
-    @field_validator("tls_key_store_type")
-    @classmethod
-    def _store_type(cls, value: str) -> str:
-        if value.upper() not in ("PEM", "PKCS12"):
-            raise ValueError(f"'{value}' is not PEM or PKCS12")
-        return value.upper()
 
     @field_validator("advertised_listeners", mode="before")
     @classmethod
@@ -190,14 +229,15 @@ class GatewayConfig(BaseModel):
             }
             specs = plan_sockets(info.data["bind_address"], legacy, binds)
             problems += socket_conflicts(specs)
-            if not _has_tls_material(info.data):
-                problems += [
-                    f"{spec.origin} is a TLS socket but no TLS material is configured "
-                    "(tlsCertificateFilePath and tlsKeyFilePath, or tlsKeyStoreType=PKCS12 "
-                    "and tlsKeyStore)"
-                    for spec in specs
-                    if spec.tls
-                ]
+            per_listener: dict[str, ListenerSettings] = info.data.get("listener_settings", {})
+            problems += [
+                f"{spec.origin} is a TLS socket but no TLS material is configured "
+                "(tlsCertificateFilePath and tlsKeyFilePath, or tlsKeyStoreType=PKCS12 "
+                f"and tlsKeyStore{_per_listener_hint(spec.listener)})"
+                for spec in specs
+                if spec.tls
+                and not _merge_tls(info.data, per_listener.get(spec.listener or "")).has_material
+            ]
         if problems:
             raise ValueError("\n".join(problems))
         return binds
@@ -216,6 +256,10 @@ class GatewayConfig(BaseModel):
                     )
                 )
         return value
+
+    def tls_for(self, listener: str | None) -> TlsSettings:
+        """The TLS settings of a socket tagged with `listener` (None: a legacy socket)."""
+        return _merge_tls(self.model_dump(), self.listener_settings.get(listener or ""))
 
     def settings_for(self, listener: str | None) -> ListenerSettings:
         if listener is not None and listener in self.listener_settings:
@@ -248,10 +292,30 @@ KNOWN_KEYS = frozenset(
 )
 
 
-def _has_tls_material(data: Mapping[str, Any]) -> bool:
-    if data.get("tls_key_store_type") == "PKCS12":
-        return bool(data.get("tls_key_store"))
-    return bool(data.get("tls_certificate_file_path") and data.get("tls_key_file_path"))
+def _merge_tls(data: Mapping[str, Any], own: ListenerSettings | None) -> TlsSettings:
+    """Global tls* values (`data`, by field name) with a listener's own values over them."""
+
+    def pick(name: str) -> Any:
+        value = getattr(own, name, None) if own is not None else None
+        return data.get(name) if value is None else value
+
+    return TlsSettings(
+        certificate_file=pick("tls_certificate_file_path"),
+        key_file=pick("tls_key_file_path"),
+        key_password=pick("tls_key_password"),
+        trust_certs_file=pick("tls_trust_certs_file_path"),
+        key_store_type=pick("tls_key_store_type") or "PEM",
+        key_store=pick("tls_key_store"),
+        key_store_password=pick("tls_key_store_password"),
+        require_client_cert=bool(pick("tls_require_trusted_client_cert_on_connect")),
+        protocols=tuple(pick("tls_protocols") or ()),
+        ciphers=tuple(pick("tls_ciphers") or ()),
+        refresh_seconds=int(data.get("tls_cert_refresh_check_duration_sec", 300)),
+    )
+
+
+def _per_listener_hint(listener: str | None) -> str:
+    return f", or the same keys as listener.{listener}.<key>" if listener else ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -256,3 +256,45 @@ def test_arbitrary_listener_lists_raise_only_config_errors(text: str) -> None:
         load(BASE + f"advertisedListeners={text}\nbindAddresses={text}\n")
     except ConfigError as exc:
         assert exc.problems
+
+
+def test_per_listener_tls_material_overrides_the_global_keys() -> None:
+    text = (
+        BASE + TLS + "advertisedListeners=a:pulsar+ssl://h:1,b:https://i:2\n"
+        "bindAddresses=a:pulsar+ssl://127.0.0.1:7001,b:https://127.0.0.1:7002\n"
+        "listener.b.tlsCertificateFilePath=/b.pem\nlistener.b.tlsKeyFilePath=/b.key\n"
+        "listener.b.tlsRequireTrustedClientCertOnConnect=true\nlistener.b.tlsProtocols=TLSv1.3\n"
+        "tlsTrustCertsFilePath=/ca.pem\n"
+    )
+    config = load(text).config
+    a, b, legacy = config.tls_for("a"), config.tls_for("b"), config.tls_for(None)
+    assert (a.certificate_file, a.key_file, a.require_client_cert) == ("/c.pem", "/k.pem", False)
+    assert (b.certificate_file, b.key_file, b.require_client_cert) == ("/b.pem", "/b.key", True)
+    assert b.trust_certs_file == "/ca.pem"  # not overridden: the global value
+    assert (b.protocols, a.protocols) == (("TLSv1.3",), ())
+    assert legacy == a and legacy.refresh_seconds == 300
+
+
+def test_a_listener_with_its_own_material_needs_no_global_material() -> None:
+    text = (
+        BASE + "advertisedListeners=a:pulsar+ssl://h:1,b:https://i:2\n"
+        "bindAddresses=a:pulsar+ssl://127.0.0.1:7001,b:https://127.0.0.1:7002\n"
+        "listener.a.tlsKeyStoreType=PKCS12\nlistener.a.tlsKeyStore=/a.p12\n"
+    )
+    message = only_problem(text)
+    assert "entry 'b:https://127.0.0.1:7002' is a TLS socket but no TLS material" in message
+    assert "listener.b.<key>" in message
+    assert load(text + "listener.b.tlsKeyStoreType=pkcs12\nlistener.b.tlsKeyStore=/b.p12\n")
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("listener.a.tlsKeyStoreType=JKS", "listener.a.tlsKeyStoreType (test.conf:3): 'JKS'"),
+        ("listener.a.tlsRequireTrustedClientCertOnConnect=perhaps", "valid boolean"),
+        ("listener.zz.tlsKeyStore=/x", "listener.zz.*: listener is not declared"),
+        ("listener.a.tlsKeystore=/x", "listener.a.tlsKeystore (test.conf:3): not a per-listener"),
+    ],
+)
+def test_per_listener_key_errors(line: str, expected: str) -> None:
+    assert expected in only_problem(BASE + "advertisedListeners=a:pulsar://h:1\n" + line + "\n")
