@@ -6,9 +6,9 @@ STAMP := $(VENV)/.installed
 ZK_JAR := /usr/share/java/zookeeper.jar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install run test lint typecheck unit bench proto clean
+.PHONY: install zookeeper tools run test lint typecheck unit bench proto clean
 
-install: $(STAMP) zookeeper
+install: $(STAMP) zookeeper tools
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,6 +21,13 @@ zookeeper:
 	@if [ -z "$$ZOOKEEPER_HOME" ] && [ ! -f $(ZK_JAR) ]; then \
 		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq zookeeper; \
 	fi
+
+# nginx (the ingress in front of the gateway in the e2e tests) and wrk (the HTTP benchmark's load).
+tools:
+	@missing=""; \
+	command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || missing="nginx"; \
+	command -v wrk >/dev/null || missing="$$missing wrk"; \
+	if [ -n "$$missing" ]; then $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $$missing; fi
 
 run: install
 	$(BIN)/pulsar-lookup-gateway standalone

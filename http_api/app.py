@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
-import logging
 import re
-from collections.abc import Awaitable, Callable
 from urllib.parse import quote, unquote_plus, urlencode
 
 from aiohttp import web
@@ -28,8 +26,6 @@ from lookup.resolve import BrokerUrls, LookupAnswer, ResponseKind
 from lookup.selection import ChoiceSource, ListenerChoice
 from lookup.service import LookupService
 from lookup.topics import TopicName
-
-log = logging.getLogger(__name__)
 
 LISTENER_HEADER = "X-Pulsar-ListenerName"
 # A listener name as the configuration allows it (reference §1). Anything else cannot name a
@@ -46,8 +42,6 @@ _TOPIC_PATH = (
 TOPIC_CACHE_SIZE = 16_384
 BODY_CACHE_SIZE = 4_096
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
 
 def build_app(
     service: LookupService,
@@ -57,7 +51,10 @@ def build_app(
 ) -> web.Application:
     """The application for one socket; `listener` is the listener that socket is tagged with."""
     routes = _Routes(service, listener, listener_table)
-    app = web.Application(middlewares=[_answer_errors], client_max_size=64 * 1024)
+    # No middleware: aiohttp adds a layer of its own to every request once there is one, and a
+    # lookup is cheap enough for that to show. Topic routes answer their failures themselves
+    # (mapped in http_api.errors); anything else ends in the catch-all route below.
+    app = web.Application(client_max_size=64 * 1024)
     app.add_routes(
         [
             web.get(f"/lookup/v2/topic/{_TOPIC_PATH}", routes.lookup),
@@ -71,6 +68,10 @@ def build_app(
             web.get("/openapi.json", routes.openapi),
         ]
     )
+    # Matched only when no route above has the path: 404, or 405 when one has it for another
+    # method; both as JSON like every other error.
+    # ([\s\S], not '.': a decoded path may hold a newline.)
+    routes.catch_all = app.router.add_route("*", r"/{path:[\s\S]*}", routes.no_route).resource
     return app
 
 
@@ -86,27 +87,36 @@ class _Routes:
         self.listener_table = listener_table
         # What a request that names no listener gets (the common case: clients send none).
         self.default_choice = service.choose(socket_listener=listener)
+        self.catch_all: web.AbstractResource | None = None
 
     # -- Pulsar's REST routes -----------------------------------------------------------------
 
     async def lookup(self, request: web.Request) -> web.Response:
-        topic = _topic(request, trailing=0)
-        choice = self._choose(request)
-        answer = await self.service.lookup(topic, choice, protocol="http")
-        if answer.response is ResponseKind.CONNECT:
-            return web.Response(
-                body=_lookup_body(answer.urls), content_type="application/json", charset="utf-8"
-            )
-        location = redirect_location(answer, secure=request.secure)
+        try:
+            topic = _topic(request, trailing=0)
+            choice = self._choose(request)
+            answer = await self.service.lookup(topic, choice, protocol="http")
+            if answer.response is ResponseKind.CONNECT:
+                body = _lookup_body(answer.urls)
+                return web.Response(body=body, content_type="application/json", charset="utf-8")
+            location = redirect_location(answer, secure=request.secure)
+        except LookupFailure as failure:
+            return failure_response(failure)
         return web.Response(status=307, headers={"Location": location})
 
     async def bundle(self, request: web.Request) -> web.Response:
-        bundle = await self.service.bundle(_topic(request, trailing=1))
+        try:
+            bundle = await self.service.bundle(_topic(request, trailing=1))
+        except LookupFailure as failure:
+            return failure_response(failure)
         return web.Response(text=bundle.name)
 
     async def partitions(self, request: web.Request) -> web.Response:
         # checkAllowAutoCreation is accepted and ignored: the gateway never creates topics.
-        partitions = await self.service.partitions(_topic(request, trailing=1))
+        try:
+            partitions = await self.service.partitions(_topic(request, trailing=1))
+        except LookupFailure as failure:
+            return failure_response(failure)
         return web.json_response({"partitions": partitions})
 
     def _choose(self, request: web.Request) -> ListenerChoice:
@@ -154,26 +164,44 @@ class _Routes:
     async def openapi(self, request: web.Request) -> web.Response:
         return web.json_response(OPENAPI)
 
+    async def no_route(self, request: web.Request) -> web.Response:
+        allowed: set[str] = set()
+        for resource in request.app.router.resources():
+            if resource is not self.catch_all:
+                _, methods = await resource.resolve(request)
+                allowed |= methods
+        if allowed:
+            allow = ",".join(sorted(allowed))
+            return json_error(405, "Method Not Allowed", headers={"Allow": allow})
+        return json_error(404, f"no route {request.method} {request.path[:200]}")
+
 
 def _topic(request: web.Request, *, trailing: int) -> TopicName:
+    return _topic_of_path(request.rel_url.raw_path, trailing)
+
+
+@functools.lru_cache(maxsize=TOPIC_CACHE_SIZE)
+def _topic_of_path(raw_path: str, trailing: int) -> TopicName:
     """The topic named by the four raw path segments that end `trailing` segments from the end.
 
     The router matched on a path where `%2F` is not a separator, so the raw segments line up with
-    the route's. Each is decoded exactly once, as Pulsar's broker decodes it (Java's URLDecoder:
-    `+` is a space, `%2B` a plus; the Java client encodes that way, the C++ client sends `%20`
-    and `%2B`), and a segment that decodes to a slash is refused.
+    the route's. Pure, so cached per path (invalid names are not cached: they raise).
     """
-    segments = request.rel_url.raw_path.split("/")
+    segments = raw_path.split("/")
     end = len(segments) - trailing
     domain, tenant, namespace, local = segments[end - 4 : end]
     return topic_from_path(domain, tenant, namespace, local)
 
 
-@functools.lru_cache(maxsize=TOPIC_CACHE_SIZE)
 def topic_from_path(
     raw_domain: str, raw_tenant: str, raw_namespace: str, raw_local: str
 ) -> TopicName:
-    """Pure: the raw segments decide the name, so names are cached (invalid ones are not)."""
+    """The topic named by raw (percent-encoded) path segments.
+
+    Each is decoded exactly once, as Pulsar's broker decodes it (Java's URLDecoder: `+` is a
+    space, `%2B` a plus; the Java client encodes that way, the C++ client sends `%20` and `%2B`),
+    and a segment that decodes to a slash is refused.
+    """
     domain, tenant, namespace, local = (
         unquote_plus(raw) for raw in (raw_domain, raw_tenant, raw_namespace, raw_local)
     )
@@ -225,23 +253,3 @@ def redirect_location(answer: LookupAnswer, *, secure: bool) -> str:
     if answer.listener.source is not ChoiceSource.INTERNAL and answer.listener.name:
         query["listenerName"] = answer.listener.name
     return f"{base.rstrip('/')}{path}?{urlencode(query)}"
-
-
-@web.middleware
-async def _answer_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Every error leaves as JSON `{"reason": ...}`; lookup failures via http_api.errors."""
-    try:
-        return await handler(request)
-    except LookupFailure as failure:
-        return failure_response(failure)
-    except web.HTTPException as exc:
-        if exc.status < 400:
-            raise
-        reason = exc.reason
-        if exc.status == 404:
-            reason = f"no route {request.method} {request.path[:200]}"
-        allow = exc.headers.get("Allow")
-        return json_error(exc.status, reason, headers={"Allow": allow} if allow else None)
-    except Exception:
-        log.exception("unexpected error answering %s %s", request.method, request.path[:200])
-        return json_error(500, "internal error")

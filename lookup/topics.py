@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import StrEnum
-from urllib.parse import quote_plus, unquote
+from urllib.parse import quote_plus, unquote_plus
 
 from lookup.errors import InvalidTopicName
 
@@ -77,8 +77,9 @@ class TopicName:
 
     @classmethod
     def from_rest(cls, domain: str, tenant: str, namespace: str, encoded_topic: str) -> TopicName:
-        """From the path parts of a REST route; the topic part is URL-encoded."""
-        return cls.parse(f"{domain}://{tenant}/{namespace}/{unquote(encoded_topic)}")
+        """From the path parts of a REST route; the topic part is URL-encoded, and decoded as
+        Pulsar's broker does (Java's URLDecoder: `+` is a space)."""
+        return cls.parse(f"{domain}://{tenant}/{namespace}/{unquote_plus(encoded_topic)}")
 
     @classmethod
     def _build(

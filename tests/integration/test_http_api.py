@@ -578,6 +578,9 @@ async def test_failures_are_counted_with_their_error_code(gw: Gateway) -> None:
         "/lookup/v2/topic/persistent//default/t",
         "/admin/v2/persistent/public/default/t",
         "/admin/v2/gateway",
+        "/%0A",
+        "/status.html%0A",
+        "/lookup/v2/topic/persistent/public/default/t/%0D%0A",
     ],
 )
 async def test_unknown_routes_are_404_json(gw: Gateway, path: str) -> None:
@@ -650,6 +653,24 @@ async def test_metrics_exposition(gw: Gateway) -> None:
     assert value("pulsar_broker_lookup_pending_requests") == 0.0
 
 
+async def test_client_chosen_listener_names_do_not_become_metric_labels(tmp_path: Path) -> None:
+    declared = ["internal", "external", "zone"]
+    async with (
+        file_service(tmp_path, gateway_cluster(), declared_listeners=declared) as service,
+        serving(service, "zone") as server,
+        aiohttp.ClientSession() as session,
+    ):
+        for name in ("nope-1", "nope-2", "nope-3"):
+            reply = await get(session, server, f"{LOOKUP}/{OWNED_TOPIC}?listenerName={name}")
+            assert reply.status == 400
+        header = {"X-Pulsar-ListenerName": "external"}
+        assert (await get(session, server, f"{LOOKUP}/{OWNED_TOPIC}", headers=header)).status == 200
+        exposition = (await get(session, server, "/metrics")).text
+    assert "nope" not in exposition
+    assert 'listener="undeclared"' in exposition
+    assert 'listener="external"' in exposition
+
+
 async def test_listener_table(gw: Gateway) -> None:
     reply = await get(gw.session, gw.zone, "/admin/v2/gateway/listeners")
     assert reply.status == 200
@@ -663,11 +684,12 @@ async def test_openapi_describes_every_route(gw: Gateway) -> None:
     assert document == OPENAPI
     assert document["openapi"].startswith("3.")
     app = build_app(gw.service, listener=None, listener_table=[])
-    # the routes the app serves, with their segment patterns dropped: {topic:[^/]+} -> {topic}
+    # the routes the app serves, with their segment patterns dropped: {topic:[^/]+} -> {topic};
+    # '/{path}' is the catch-all that answers 404/405
     routes = {
         re.sub(r"\{(\w+):[^}]+\}", r"{\1}", resource.canonical)
         for resource in app.router.resources()
-    }
+    } - {"/{path}"}
     assert set(document["paths"]) == routes
 
 

@@ -77,7 +77,14 @@ def test_partitions_and_base() -> None:
 
 @pytest.mark.parametrize(
     ("encoded", "local"),
-    [("plain", "plain"), ("a%2Fb", "a/b"), ("sp%20ace", "sp ace"), ("%E2%82%AC", "€")],
+    [
+        ("plain", "plain"),
+        ("a%2Fb", "a/b"),
+        ("sp%20ace", "sp ace"),
+        ("a+b", "a b"),
+        ("%2B", "+"),
+        ("%E2%82%AC", "€"),
+    ],
 )
 def test_rest_path_parts_are_url_decoded(encoded: str, local: str) -> None:
     if "/" in local:  # a decoded slash makes a 4-part (v1) name, which we refuse
