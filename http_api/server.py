@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 import ssl
+from typing import Any
 
 from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
 
 from listeners.endpoints import Scheme
 from listeners.socket_table import SocketSpec
@@ -14,6 +17,60 @@ from listeners.socket_table import SocketSpec
 log = logging.getLogger(__name__)
 
 BACKLOG = 1024
+DEFAULT_HEAD_TIMEOUT = 10.0  # seconds a client may take to send one request head
+KEEPALIVE_TIMEOUT = 75.0  # seconds an idle keep-alive connection stays open
+
+
+class _HeadDeadline(asyncio.Protocol):
+    """Wraps aiohttp's protocol to close a connection whose request head does not arrive
+    within `timeout` (slowloris: a client that sends a header line every few seconds holds
+    a connection for ever; aiohttp has no such timeout of its own). Idle keep-alive
+    connections are aiohttp's to close (keepalive_timeout)."""
+
+    def __init__(self, inner: RequestHandler, timeout: float) -> None:
+        self._inner = inner
+        self._timeout = timeout
+        self._deadline: asyncio.TimerHandle | None = None
+        self._transport: asyncio.BaseTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport
+        self._inner.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        heads_before = self._inner._request_count
+        self._inner.data_received(data)
+        if self._inner._request_count != heads_before:
+            self._cancel()  # a head completed
+        elif self._deadline is None:
+            self._deadline = asyncio.get_running_loop().call_later(
+                self._timeout, self._expire, self._inner._request_count
+            )
+
+    def _expire(self, heads: int) -> None:
+        self._deadline = None
+        if self._inner._request_count == heads and self._transport is not None:
+            log.info("closing a connection that sent no complete request in %.0fs", self._timeout)
+            self._transport.close()
+
+    def _cancel(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def eof_received(self) -> bool | None:
+        self._inner.eof_received()
+        return None  # close the transport: aiohttp's handler does not half-close
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel()
+        self._inner.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self._inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._inner.resume_writing()
 
 
 class HttpServer:
@@ -27,6 +84,7 @@ class HttpServer:
         ssl_context: ssl.SSLContext | None = None,
         *,
         access_log: logging.Logger | None = None,
+        head_timeout: float = DEFAULT_HEAD_TIMEOUT,
     ) -> None:
         scheme = spec.endpoint.scheme
         if scheme not in (Scheme.HTTP, Scheme.HTTPS):
@@ -39,8 +97,9 @@ class HttpServer:
         self.app = app
         self.ssl_context = ssl_context
         self._access_log = access_log
+        self.head_timeout = head_timeout
         self._runner: web.AppRunner | None = None
-        self._site: web.SockSite | None = None
+        self._listening: asyncio.Server | None = None
         self._port: int | None = None
 
     @property
@@ -60,16 +119,29 @@ class HttpServer:
         if self._runner is not None:
             raise RuntimeError("the server is already started")
         sock = _bind(self.spec.endpoint.host, self.spec.endpoint.port)
-        runner = web.AppRunner(self.app, handle_signals=False, access_log=self._access_log)
+        runner = web.AppRunner(
+            self.app,
+            handle_signals=False,
+            access_log=self._access_log,
+            keepalive_timeout=KEEPALIVE_TIMEOUT,
+        )
         try:
             await runner.setup()
-            site = web.SockSite(runner, sock, ssl_context=self.ssl_context)
-            await site.start()
+            handlers = runner.server
+            assert handlers is not None
+            timeout = self.head_timeout
+
+            def guarded() -> Any:
+                return _HeadDeadline(handlers(), timeout)
+
+            listening = await asyncio.get_running_loop().create_server(
+                guarded, sock=sock, ssl=self.ssl_context, backlog=BACKLOG
+            )
         except BaseException:
             await runner.cleanup()
             sock.close()
             raise
-        self._runner, self._site = runner, site
+        self._runner, self._listening = runner, listening
         self._port = sock.getsockname()[1]
         log.info(
             "listening on %s listener=%s tls=%s",
@@ -81,11 +153,11 @@ class HttpServer:
     async def stop(self, timeout: float) -> None:
         """Stop accepting, let requests in flight finish (cancelled after `timeout` seconds),
         close idle keep-alive connections."""
-        runner, site = self._runner, self._site
-        if runner is None or site is None:
+        runner, listening = self._runner, self._listening
+        if runner is None or listening is None:
             return
-        self._runner = self._site = None
-        await site.stop()
+        self._runner, self._listening = None, None
+        listening.close()  # no new connections
         server = runner.server
         if server is not None:
             server.pre_shutdown()  # idle connections close now, busy ones after their response

@@ -53,6 +53,8 @@ from lookup.service import LookupService
 __all__ = ["PROTOCOL_VERSION", "SERVER_VERSION", "BinaryServer", "BinarySettings"]
 
 log = logging.getLogger(__name__)
+# asyncio listens with a backlog of 100: a reconnect storm would drop SYNs (1 s client retries).
+BACKLOG = 1024
 
 T = TypeVar("T")
 
@@ -174,6 +176,7 @@ class BinaryServer:
             port=endpoint.port,
             ssl=self._ssl_context,
             ssl_handshake_timeout=self.settings.handshake_timeout if self._ssl_context else None,
+            backlog=BACKLOG,
         )
         self._port = self._server.sockets[0].getsockname()[1]
         if self.settings.keep_alive_interval > 0:

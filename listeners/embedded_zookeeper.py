@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -124,6 +125,7 @@ class EmbeddedZooKeeper:
         process, self._process = self._process, None
         if process is None:
             return
+        process.send_signal(signal.SIGCONT)  # a paused server cannot act on SIGTERM
         process.terminate()
         try:
             process.wait(timeout)
@@ -137,6 +139,15 @@ class EmbeddedZooKeeper:
         if process is not None:
             process.kill()
             process.wait(10)
+
+    def pause(self) -> None:
+        """Freeze the server (SIGSTOP): connections stay open, nothing is answered."""
+        if self._process is not None:
+            self._process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self._process is not None:
+            self._process.send_signal(signal.SIGCONT)
 
     def restart(self, timeout: float = 30.0) -> None:
         self.stop()

@@ -1,0 +1,160 @@
+"""A burst above maxConcurrentLookupRequest, and SIGTERM under load (issue 9 §3, §4).
+
+Lookups stay in flight while ZooKeeper is frozen (SIGSTOP): the namespace they need has never
+been read, so each one waits for the same ZooKeeper read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import resource
+import signal
+import socket
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from listeners.embedded_zookeeper import EmbeddedZooKeeper
+from listeners.protocol import codec
+from listeners.protocol.pulsar_api_pb2 import BaseCommand, CommandLookupTopicResponse, ServerError
+from lookup.zk_admin import connect, seed
+from tests.broker_peer import RawClient
+from tests.clusters import cluster
+from tests.integration.test_gateway_process import Running
+from tests.reliability.harness import binary_port, gateway_on, http_url
+
+pytestmark = pytest.mark.zookeeper
+
+MAX_IN_FLIGHT = 50
+COLD = "persistent://acme/cold/t"  # its namespace is only read when a lookup needs it
+
+
+def nodes() -> dict[str, object]:
+    data = cluster(owned={"0x00000000_0x40000000": 1})
+    data.update(cluster(namespace="acme/cold", owned={"0x00000000_0x40000000": 2}))
+    return dict(data)
+
+
+@pytest.fixture
+def frozen_zk() -> Iterator[EmbeddedZooKeeper]:
+    with EmbeddedZooKeeper() as server:
+        yield server
+
+
+async def read_replies(client: RawClient, count: int, timeout: float) -> list[BaseCommand]:
+    replies: list[BaseCommand] = []
+    while len(replies) < count:
+        command = await client.receive(timeout)
+        assert isinstance(command, BaseCommand), f"connection ended after {len(replies)}"
+        if command.type == BaseCommand.LOOKUP_RESPONSE:
+            replies.append(command)
+    return replies
+
+
+async def test_a_burst_above_the_limit_is_refused_and_every_accepted_lookup_answered(
+    frozen_zk: EmbeddedZooKeeper,
+) -> None:
+    extra = f"maxConcurrentLookupRequest={MAX_IN_FLIGHT}\n"
+    async with gateway_on(frozen_zk, nodes(), extra) as gateway, aiohttp.ClientSession() as http:
+        port = binary_port(gateway)
+        clients = [await RawClient.open("127.0.0.1", port) for _ in range(8)]
+        for client in clients:
+            await client.handshake()
+        rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        frozen_zk.pause()
+        try:
+            per_client = 50  # 400 binary lookups, pipelined, plus 100 HTTP lookups
+            for n, client in enumerate(clients):
+                client.send(
+                    b"".join(
+                        codec.lookup(f"{COLD}-{n}-{i}", request_id=i + 1) for i in range(per_client)
+                    )
+                )
+            url = http_url(gateway, "/lookup/v2/topic/persistent/acme/cold/h")
+
+            async def http_lookup() -> int:
+                async with http.get(url, allow_redirects=False) as response:
+                    await response.read()
+                    return response.status
+
+            http_calls = [asyncio.create_task(http_lookup()) for _ in range(100)]
+            await asyncio.sleep(0.5)  # everything above the limit is refused by now
+            assert gateway.service.pending == MAX_IN_FLIGHT
+        finally:
+            frozen_zk.resume()
+        outcomes: Counter[str] = Counter()
+        for client in clients:
+            for reply in await read_replies(client, per_client, timeout=15):
+                body = reply.lookupTopicResponse
+                failed = body.response == CommandLookupTopicResponse.Failed
+                outcomes[ServerError.Name(body.error) if failed else "answered"] += 1
+            await client.close()
+        for status in await asyncio.gather(*http_calls):
+            outcomes[f"HTTP {status}"] += 1
+        rss_growth = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) // 1024
+
+    assert sum(outcomes.values()) == 500  # every lookup got an answer
+    admitted = outcomes["answered"] + outcomes["HTTP 200"] + outcomes["HTTP 307"]
+    refused = outcomes["TooManyRequests"] + outcomes["HTTP 503"]
+    assert admitted == MAX_IN_FLIGHT, outcomes
+    assert refused == 500 - MAX_IN_FLIGHT, outcomes
+    print(f"\nburst: {dict(outcomes)}; peak RSS grew {rss_growth} MiB")
+
+
+def test_sigterm_under_load_answers_in_flight_refuses_new_and_exits_0(
+    frozen_zk: EmbeddedZooKeeper, tmp_path: Path
+) -> None:
+    admin = connect(frozen_zk.connect_string)
+    seed(admin, nodes())
+    admin.stop()
+    conf = tmp_path / "g.conf"
+    conf.write_text(
+        f"metadataStoreUrl=zk:{frozen_zk.connect_string}\n"
+        "advertisedListeners=internal:pulsar://127.0.0.1:6650\n"
+        "bindAddresses=internal:pulsar://127.0.0.1:0\n"
+        "brokerServicePort=\nwebServicePort=\n"
+    )
+    gateway = Running("run", "--config", str(conf), sockets=1)
+    port = int(gateway.urls[("pulsar", "internal")].rsplit(":", 1)[1])
+
+    async def scenario() -> tuple[list[BaseCommand], bool]:
+        client = await RawClient.open("127.0.0.1", port)
+        await client.handshake()
+        frozen_zk.pause()
+        try:
+            client.send(b"".join(codec.lookup(f"{COLD}-{i}", i + 1) for i in range(20)))
+            await asyncio.sleep(0.3)  # all 20 are in flight, waiting for ZooKeeper
+            gateway.process.send_signal(signal.SIGTERM)
+            refused = await refused_soon(port)
+        finally:
+            frozen_zk.resume()
+        replies = await read_replies(client, 20, timeout=15)
+        await client.close()
+        return replies, refused
+
+    replies, refused = asyncio.run(scenario())
+    started = time.monotonic()
+    code = gateway.process.wait(timeout=30)
+    exit_seconds = time.monotonic() - started
+    assert refused, "the gateway still accepted connections after SIGTERM"
+    # Every in-flight lookup was answered (Connect or Redirect, not Failed) after the stop began.
+    kinds = {r.lookupTopicResponse.response for r in replies}
+    assert kinds <= {CommandLookupTopicResponse.Connect, CommandLookupTopicResponse.Redirect}
+    assert CommandLookupTopicResponse.Connect in kinds
+    assert code == 0
+    print(f"\nSIGTERM under load: 20 in-flight lookups answered; exited 0 in {exit_seconds:.2f}s")
+
+
+async def refused_soon(port: int) -> bool:
+    for _ in range(100):
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                pass
+        except ConnectionRefusedError:
+            return True
+        await asyncio.sleep(0.05)
+    return False
