@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 ZK_JAR := /usr/share/java/zookeeper.jar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install zookeeper tools run test lint typecheck unit bench proto clean
+.PHONY: install zookeeper tools run test lint typecheck unit soak bench proto clean
 
 install: $(STAMP) zookeeper tools
 
@@ -44,6 +44,10 @@ unit: install
 
 test: lint typecheck
 	$(BIN)/python -m pytest -q
+
+# The reliability tests with longer runs and larger counts (`make test` runs the short version).
+soak: install
+	PULSAR_GATEWAY_SOAK=1 $(BIN)/python -m pytest tests/reliability -q -s
 
 bench: install
 	$(BIN)/python -m bench
