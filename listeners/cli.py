@@ -78,6 +78,10 @@ def _parser() -> argparse.ArgumentParser:
     dump.add_argument("--metadata", required=True, help="zk:host:port[/chroot]")
     dump.add_argument("--out", required=True, type=Path)
     dump.set_defaults(handler=cmd_dump)
+
+    from tls.devcerts import register as register_certs
+
+    register_certs(sub)
     return parser
 
 
@@ -253,8 +257,11 @@ def cmd_dump(args: argparse.Namespace) -> int:
 
 
 def cmd_standalone(args: argparse.Namespace) -> int:
+    import tempfile
+
     from listeners.embedded_zookeeper import EmbeddedZooKeeper, ZooKeeperUnavailable
     from lookup.zk_admin import connect, seed
+    from tls.devcerts import standalone_tls_env
 
     _setup_logging()
     try:
@@ -272,17 +279,29 @@ def cmd_standalone(args: argparse.Namespace) -> int:
         client = connect(zookeeper.connect_string)
         seed(client, nodes)
         client.stop()
-        env = {**os.environ, "PULSAR_GATEWAY_metadataStoreUrl": f"zk:{zookeeper.connect_string}"}
-        loaded = _load(args.config, env)
-        if loaded is None:
-            return EXIT_USAGE
-        print(_standalone_banner(loaded.config, zookeeper.connect_string, args.snapshot))
-        return _serve(loaded.config)
+        # Development certificates for the TLS sockets, removed when standalone stops;
+        # PULSAR_GATEWAY_tls* set in the environment win over them.
+        with tempfile.TemporaryDirectory(prefix="pulsar-gateway-dev-certs-") as certs:
+            env = {
+                **standalone_tls_env(Path(certs)),
+                **os.environ,
+                "PULSAR_GATEWAY_metadataStoreUrl": f"zk:{zookeeper.connect_string}",
+            }
+            loaded = _load(args.config, env)
+            if loaded is None:
+                return EXIT_USAGE
+            banner = _standalone_banner(
+                loaded.config, zookeeper.connect_string, args.snapshot, Path(certs)
+            )
+            print(banner)
+            return _serve(loaded.config)
     finally:
         zookeeper.close()
 
 
-def _standalone_banner(config: GatewayConfig, zk: str, snapshot: Path) -> str:
+def _standalone_banner(
+    config: GatewayConfig, zk: str, snapshot: Path, certs: Path | None = None
+) -> str:
     topic = "persistent/public/default/orders-partition-1"
     lines = [
         "",
@@ -293,6 +312,16 @@ def _standalone_banner(config: GatewayConfig, zk: str, snapshot: Path) -> str:
         url = spec.endpoint.url
         if spec.endpoint.scheme.value == "http":
             lines.append(f"  curl -s {url}/lookup/v2/topic/{topic}    # listener {spec.listener}")
+        elif spec.endpoint.scheme.value == "https" and certs is not None:
+            lines.append(
+                f"  curl -s --cacert {certs / 'ca.crt'} {url}/lookup/v2/topic/{topic}"
+                f"    # listener {spec.listener}, TLS"
+            )
+    if certs is not None and any(spec.tls for spec in config.sockets()):
+        lines.append(
+            f"  TLS clients trust {certs / 'ca.crt'} (a development CA, deleted at exit), e.g."
+            " pulsar.Client('pulsar+ssl://127.0.0.1:6651', tls_trust_certs_file_path=...)"
+        )
     lines += [
         f"  pulsar-lookup-gateway lookup orders-partition-3 --listener external --metadata zk:{zk}",
         "  curl -s http://127.0.0.1:8080/admin/v2/gateway/listeners",

@@ -17,7 +17,8 @@ from listeners.socket_table import SocketSpec
 from lookup.service import LookupService
 from lookup.source import MetadataSource
 from lookup.sources import open_source
-from tls.context import server_context
+from tls.metrics import TlsMetrics
+from tls.reload import GatewayTls
 
 log = logging.getLogger(__name__)
 
@@ -43,20 +44,26 @@ class Gateway:
             declared_listeners=[listener.name for listener in config.advertised_listeners],
         )
         self.servers: list[tuple[SocketSpec, Server]] = []
+        # TLS: one context per listener with TLS sockets, re-checked while serving.
+        self.tls_metrics = TlsMetrics(self.service.metrics.registry)
+        self.tls = GatewayTls({}, 0)
         self.listener_table: list[dict[str, Any]] = []  # filled in once ports are known
 
     async def start(self) -> None:
         specs = self.config.sockets()
-        tls_context = server_context(self.config) if any(s.tls for s in specs) else None
+        # All TLS material first: a TLS problem stops the start before anything listens.
+        self.tls = await asyncio.to_thread(GatewayTls.load, self.config, specs, self.tls_metrics)
         await self.source.start()
         try:
             for spec in specs:
-                server = self._server_for(spec, tls_context if spec.tls else None)
+                context = self.tls.context_for(spec.listener) if spec.tls else None
+                server = self._server_for(spec, context)
                 await server.start()
                 self.servers.append((spec, server))
         except BaseException:
             await self.stop()
             raise
+        self.tls.start()
         self.listener_table[:] = self._table()
 
     def _server_for(self, spec: SocketSpec, context: ssl.SSLContext | None) -> Server:
@@ -94,6 +101,7 @@ class Gateway:
     async def stop(self) -> None:
         """Stop accepting everywhere at once, let in-flight lookups finish, then close."""
         timeout = self.config.shutdown_timeout_seconds
+        await self.tls.stop()
         servers, self.servers = self.servers, []
         results = await asyncio.gather(
             *(server.stop(timeout) for _spec, server in servers), return_exceptions=True
