@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = ("zk_cache", "binary_lookup", "http_lookup", "tls_handshake")
+BENCHMARKS = ("zk_cache", "binary_lookup", "http_lookup", "tls_handshake", "zones", "workers")
 
 
 def main(argv: list[str]) -> int:

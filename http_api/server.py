@@ -85,6 +85,7 @@ class HttpServer:
         *,
         access_log: logging.Logger | None = None,
         head_timeout: float = DEFAULT_HEAD_TIMEOUT,
+        reuse_port: bool = False,
     ) -> None:
         scheme = spec.endpoint.scheme
         if scheme not in (Scheme.HTTP, Scheme.HTTPS):
@@ -98,6 +99,7 @@ class HttpServer:
         self.ssl_context = ssl_context
         self._access_log = access_log
         self.head_timeout = head_timeout
+        self.reuse_port = reuse_port  # SO_REUSEPORT: several worker processes share the port
         self._runner: web.AppRunner | None = None
         self._listening: asyncio.Server | None = None
         self._port: int | None = None
@@ -118,7 +120,7 @@ class HttpServer:
     async def start(self) -> None:
         if self._runner is not None:
             raise RuntimeError("the server is already started")
-        sock = _bind(self.spec.endpoint.host, self.spec.endpoint.port)
+        sock = _bind(self.spec.endpoint.host, self.spec.endpoint.port, self.reuse_port)
         runner = web.AppRunner(
             self.app,
             handle_signals=False,
@@ -166,6 +168,6 @@ class HttpServer:
         log.info("stopped %s", self.url)
 
 
-def _bind(host: str, port: int) -> socket.socket:
+def _bind(host: str, port: int, reuse_port: bool) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    return socket.create_server((host, port), family=family, backlog=BACKLOG)
+    return socket.create_server((host, port), family=family, backlog=BACKLOG, reuse_port=reuse_port)

@@ -89,6 +89,7 @@ class BinarySettings:
     handshake_timeout: float = 10.0
     proxy_through_service_url: bool = False
     max_message_size: int | None = None
+    reuse_port: bool = False  # SO_REUSEPORT: worker processes share the port (`--workers`)
 
     def __post_init__(self) -> None:
         if self.max_frame_size < 8:
@@ -177,6 +178,7 @@ class BinaryServer:
             ssl=self._ssl_context,
             ssl_handshake_timeout=self.settings.handshake_timeout if self._ssl_context else None,
             backlog=BACKLOG,
+            reuse_port=self.settings.reuse_port or None,
         )
         self._port = self._server.sockets[0].getsockname()[1]
         if self.settings.keep_alive_interval > 0:

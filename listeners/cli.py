@@ -59,6 +59,10 @@ def _parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run the gateway")
     run.add_argument("--config", required=True, type=Path, help="broker.conf-style file")
+    run.add_argument(
+        "--workers", type=int, default=1, help="gateway processes sharing the ports (SO_REUSEPORT)"
+    )
+    run.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
     run.set_defaults(handler=cmd_run)
 
     standalone = sub.add_parser(
@@ -79,16 +83,18 @@ def _parser() -> argparse.ArgumentParser:
     dump.add_argument("--out", required=True, type=Path)
     dump.set_defaults(handler=cmd_dump)
 
+    from lookup.zones_cli import register as register_resolve_zones
     from tls.devcerts import register as register_certs
 
     register_certs(sub)
+    register_resolve_zones(sub)
     return parser
 
 
-def _setup_logging() -> None:
+def _setup_logging(prefix: str = "") -> None:
     logging.basicConfig(
         level=os.environ.get("PULSAR_GATEWAY_LOG_LEVEL", "INFO").upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        format=f"%(asctime)s %(levelname)s {prefix}%(name)s: %(message)s",
     )
     logging.getLogger("kazoo.client").setLevel(logging.WARNING)
 
@@ -185,19 +191,29 @@ async def _lookup(
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    _setup_logging()
+    from listeners.workers import WorkersError, supervise
+
+    _setup_logging(f"worker {args.worker} " if args.worker is not None else "")
     loaded = _load(args.config)
     if loaded is None:
         return EXIT_USAGE
-    return _serve(loaded.config)
+    if args.worker is not None:  # one of `--workers N`'s processes
+        return _serve(loaded.config, reuse_port=True)
+    if args.workers == 1:
+        return _serve(loaded.config)
+    try:
+        return supervise(args.config, loaded.config, args.workers)
+    except WorkersError as exc:
+        print(f"run: {exc}", file=sys.stderr)
+        return EXIT_USAGE
 
 
-def _serve(config: GatewayConfig) -> int:
+def _serve(config: GatewayConfig, *, reuse_port: bool = False) -> int:
     from listeners.gateway import Gateway, serve
     from tls.context import TlsConfigError
 
     try:
-        asyncio.run(serve(Gateway(config)))
+        asyncio.run(serve(Gateway(config, reuse_port=reuse_port)))
     except (TlsConfigError, SnapshotError, OSError) as exc:
         logging.getLogger("listeners.gateway").error("cannot start: %s", exc)
         return EXIT_FAILED

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import signal
 import ssl
@@ -33,8 +34,15 @@ class Server(Protocol):
 
 
 class Gateway:
-    def __init__(self, config: GatewayConfig, source: MetadataSource | None = None) -> None:
+    def __init__(
+        self,
+        config: GatewayConfig,
+        source: MetadataSource | None = None,
+        *,
+        reuse_port: bool = False,
+    ) -> None:
         self.config = config
+        self.reuse_port = reuse_port  # SO_REUSEPORT on every socket (`run --workers N`)
         self.source = source or open_source(config.metadata_store_url)
         self.service = LookupService(
             self.source,
@@ -69,9 +77,17 @@ class Gateway:
     def _server_for(self, spec: SocketSpec, context: ssl.SSLContext | None) -> Server:
         if spec.endpoint.scheme.is_binary:
             settings = BinarySettings.from_config(self.config, spec.listener)
+            if self.reuse_port:
+                settings = dataclasses.replace(settings, reuse_port=True)
             return BinaryServer(spec, self.service, settings, ssl_context=context)
         app = build_app(self.service, listener=spec.listener, listener_table=self.listener_table)
-        return HttpServer(spec, app, ssl_context=context)
+        return HttpServer(
+            spec,
+            app,
+            ssl_context=context,
+            head_timeout=self.config.connection_handshake_timeout_seconds,
+            reuse_port=self.reuse_port,
+        )
 
     def port_of(self, listener: str | None, scheme: str) -> int:
         for spec, server in self.servers:

@@ -1,0 +1,331 @@
+"""Zone resolution on Spark (issue 8): (topic, zone) pairs per second of `resolve-zones` on
+local[2] for 1M topics x 3 zones, against sequential HTTP lookups through the gateway measured
+in the same run (a 10,000-lookup sample, extrapolated to the same number of pairs).
+
+    .venv/bin/python -m bench.zones [--topics 1000000] [--sample 10000] [--no-write]
+
+The cluster: 20 brokers, 10 namespaces x 64 bundles, 90% of the bundles owned, listener
+`partner` advertised by 15 of the 20 brokers. Zones: dc (internal), internet (external, TLS),
+partner (partner). The topics are generated as one Parquet file in a temp dir.
+
+Spark: the job as `resolve-zones` runs it (`lookup.zones.run`: snapshot file read, broadcast,
+resolve, Parquet write partitioned by zone, summary read back, CSV and PNG), timed end to end;
+the SparkSession start (JVM) is timed separately. Baseline: the gateway's HTTP app
+(`http_api.app.build_app` on a `LookupService` over a `FileSource` of the same snapshot, in a
+child process) answering one lookup at a time (`?listenerName=<zone's listener>`, keep-alive,
+307s not followed) for random (topic, zone) pairs. Results go to BENCHMARKS.md under
+"## Zone resolution (Spark)".
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import platform
+import random
+import sys
+import tempfile
+import textwrap
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.parquet as pq  # type: ignore[import-untyped]
+from aiohttp import ClientSession, ClientTimeout, TCPConnector
+
+from lookup.bundles import NamespaceBundles
+from lookup.zones import ARROW_SCHEMA, Zone
+from tests.clusters import broker_id, broker_node, ownership_node
+
+SECTION = "## Zone resolution (Spark)"
+BROKERS = 20
+NAMESPACES = 10
+BUNDLES = 64
+ZONES = (Zone("dc", "internal"), Zone("internet", "external", True), Zone("partner", "partner"))
+PARTNER_BROKERS = 15  # brokers 1..15 advertise `partner`; 16..20 lack it
+
+
+def partner_urls(i: int) -> dict[str, str]:
+    return {
+        "brokerServiceUrl": f"pulsar://partner-b{i}.example.net:6650",
+        "brokerHttpUrl": f"http://partner-b{i}.example.net:8080",
+    }
+
+
+def snapshot() -> dict[str, Any]:
+    nodes: dict[str, Any] = {}
+    for i in range(1, BROKERS + 1):
+        node = broker_node(i, usage=0.01 * i)
+        if i <= PARTNER_BROKERS:
+            node["advertisedListeners"]["partner"] = partner_urls(i)
+        nodes[f"/loadbalance/brokers/{broker_id(i)}"] = node
+    nodes["/loadbalance/leader"] = {"brokerId": broker_id(1), "serviceUrl": "http://10.0.0.1:8080"}
+    bundles = NamespaceBundles.equal(BUNDLES)
+    boundaries = [f"0x{b:08x}" for b in bundles.boundaries]
+    for n in range(NAMESPACES):
+        namespace = f"acme/ns{n}"
+        nodes[f"/admin/policies/{namespace}"] = {
+            "bundles": {"boundaries": boundaries, "numBundles": BUNDLES}
+        }
+        for k, name in enumerate(bundles.names()):
+            if (k + n) % 10 == 0:
+                continue  # unowned: answered with a redirect
+            owner = 1 + (k * 7 + n) % BROKERS
+            node = ownership_node(owner)
+            if owner <= PARTNER_BROKERS:
+                node["advertisedListeners"]["partner"] = partner_urls(owner)
+            nodes[f"/namespace/{namespace}/{name}"] = node
+    return nodes
+
+
+def topic_name(i: int) -> str:
+    return f"persistent://acme/ns{i % NAMESPACES}/topic-{i}"
+
+
+def write_topics(path: Path, count: int) -> None:
+    table = pa.table({"topic": [topic_name(i) for i in range(count)]})
+    pq.write_table(table, path, row_group_size=131_072)
+
+
+def write_zones(path: Path) -> None:
+    lines = ["zone,listener,tls", *(f"{z.name},{z.listener},{str(z.tls).lower()}" for z in ZONES)]
+    path.write_text("\n".join(lines) + "\n")
+
+
+# -- Spark ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class SparkResult:
+    session_start_s: float
+    job_s: float
+    pairs: int
+
+
+def run_spark(work: Path, master: str) -> SparkResult:
+    from lookup.zones import local_session, run
+    from lookup.zones_cli import build_parser
+
+    started = time.perf_counter()
+    spark = local_session(master, **{"spark.sql.shuffle.partitions": "4"})
+    spark.sparkContext.setLogLevel("ERROR")
+    session_start = time.perf_counter() - started
+    args = build_parser("resolve-zones", master_default=master).parse_args(
+        [
+            "--metadata", f"file:{work / 'snapshot.json'}",
+            "--topics", str(work / "topics.parquet"),
+            "--zones", str(work / "zones.csv"),
+            "--out", str(work / "out"),
+        ]
+    )  # fmt: skip
+    try:
+        started = time.perf_counter()
+        code = run(args)
+        job = time.perf_counter() - started
+    finally:
+        spark.stop()
+    if code != 0:
+        raise RuntimeError(f"resolve-zones exited with {code}")
+    pairs = pq.ParquetDataset(work / "out" / "answers").read(columns=["response"]).num_rows
+    return SparkResult(session_start, job, pairs)
+
+
+# -- the HTTP baseline ----------------------------------------------------------------------------
+
+
+def _serve(snapshot_path: str, conn: Connection) -> None:
+    """Child process: the gateway's HTTP app on 127.0.0.1, until the parent says stop."""
+    from http_api.app import build_app
+    from http_api.server import HttpServer
+    from listeners.endpoints import Endpoint, Scheme
+    from listeners.socket_table import SocketSpec
+    from lookup.file_source import FileSource
+    from lookup.service import LookupService
+
+    async def serve() -> None:
+        source = FileSource(snapshot_path, poll_interval=3600)
+        await source.start()
+        service = LookupService(source, internal_listener="internal")
+        app = build_app(service, listener=None, listener_table=[])
+        spec = SocketSpec(Endpoint(Scheme.HTTP, "127.0.0.1", 0), None, "bench socket")
+        server = HttpServer(spec, app)
+        await server.start()
+        conn.send(server.port)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, conn.recv)  # "stop"
+        await server.stop(5)
+        await source.close()
+
+    asyncio.run(serve())
+
+
+def lookup_path(topic: str, zone: Zone) -> str:
+    domain, _, rest = topic.partition("://")
+    tenant, namespace, local = rest.split("/", 2)
+    parts = "/".join(quote(p, safe="") for p in (domain, tenant, namespace, local))
+    return f"/lookup/v2/topic/{parts}?listenerName={zone.listener}"
+
+
+async def _sequential(port: int, paths: list[str]) -> tuple[float, dict[int, int]]:
+    statuses: dict[int, int] = {}
+    timeout = ClientTimeout(total=10)
+    async with ClientSession(connector=TCPConnector(limit=1), timeout=timeout) as session:
+        base = f"http://127.0.0.1:{port}"
+        for path in paths[:500]:  # warm-up: connection, caches
+            async with session.get(base + path, allow_redirects=False) as response:
+                await response.read()
+        started = time.perf_counter()
+        for path in paths:
+            async with session.get(base + path, allow_redirects=False) as response:
+                await response.read()
+                statuses[response.status] = statuses.get(response.status, 0) + 1
+        return time.perf_counter() - started, statuses
+
+
+def run_http(work: Path, topics: int, sample: int) -> tuple[float, dict[int, int]]:
+    rng = random.Random(8)
+    paths = [
+        lookup_path(topic_name(rng.randrange(topics)), rng.choice(ZONES)) for _ in range(sample)
+    ]
+    context = multiprocessing.get_context("spawn")
+    parent, child = context.Pipe()
+    process = context.Process(target=_serve, args=(str(work / "snapshot.json"), child))
+    process.start()
+    try:
+        if not parent.poll(60):
+            raise RuntimeError("the gateway did not start")
+        port = parent.recv()
+        elapsed, statuses = asyncio.run(asyncio.wait_for(_sequential(port, paths), 600))
+    finally:
+        parent.send("stop")
+        process.join(30)
+        if process.is_alive():
+            process.kill()
+    return sample / elapsed, statuses
+
+
+def python_cost_us(topics: int = 20_000) -> float:
+    """Microseconds per (topic, zone) pair of the per-batch work, in this process."""
+    from lookup.resolve import ResolvePolicy
+    from lookup.view import ClusterView
+    from lookup.zones import resolve_pairs
+
+    view = ClusterView.from_snapshot(snapshot())
+    texts = [topic_name(i) for i in range(topics)]
+    resolve_pairs(texts[:1000], ZONES, view, ResolvePolicy())  # parse caches
+    started = time.perf_counter()
+    columns = resolve_pairs(texts, ZONES, view, ResolvePolicy())
+    pa.RecordBatch.from_pydict(columns, schema=ARROW_SCHEMA)
+    return (time.perf_counter() - started) / (topics * len(ZONES)) * 1e6
+
+
+# -- BENCHMARKS.md ---------------------------------------------------------------------------------
+
+
+def write_section(path: Path, lines: list[str]) -> None:
+    """Replace our section (up to the next `## `) if present, else append it at the end."""
+    existing = path.read_text().splitlines() if path.exists() else ["# Benchmarks"]
+    if SECTION in existing:
+        first = existing.index(SECTION)
+        after = next(
+            (i for i in range(first + 1, len(existing)) if existing[i].startswith("## ")),
+            len(existing),
+        )
+        existing[first:after] = [*lines, ""] if after < len(existing) else lines
+    else:
+        while existing and not existing[-1].strip():
+            existing.pop()
+        existing += ["", *lines]
+    path.write_text("\n".join(existing).rstrip("\n") + "\n")
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.zones", description=__doc__)
+    parser.add_argument("--topics", type=int, default=1_000_000)
+    parser.add_argument("--sample", type=int, default=10_000, help="sequential HTTP lookups")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--no-write", action="store_true", help="do not update BENCHMARKS.md")
+    parser.add_argument("--out", type=Path, default=Path("BENCHMARKS.md"))
+    args = parser.parse_args(argv)
+
+    with tempfile.TemporaryDirectory(prefix="bench-zones-") as tmp:
+        work = Path(tmp)
+        started = time.perf_counter()
+        (work / "snapshot.json").write_text(json.dumps(snapshot()))
+        write_topics(work / "topics.parquet", args.topics)
+        write_zones(work / "zones.csv")
+        print(f"generated {args.topics:,} topics in {time.perf_counter() - started:.1f} s")
+
+        http_rate, statuses = run_http(work, args.topics, args.sample)
+        print(f"HTTP: {http_rate:,.0f} sequential lookups/s; statuses {statuses}", flush=True)
+        spark = run_spark(work, args.master)
+
+    expected = args.topics * len(ZONES)
+    if spark.pairs != expected:
+        raise RuntimeError(f"the job wrote {spark.pairs} answers, expected {expected}")
+    core_us = python_cost_us()
+    total = spark.session_start_s + spark.job_s
+    spark_rate = spark.pairs / spark.job_s
+    http_time = spark.pairs / http_rate
+    statuses_text = ", ".join(f"{n:,} x {status}" for status, n in sorted(statuses.items()))
+    setup = (
+        f"{args.topics:,} topics (one Parquet file) x {len(ZONES)} zones (dc: internal; "
+        "internet: external, TLS; partner: a listener 5 of the 20 brokers lack) on a snapshot "
+        f"of {BROKERS} brokers and {NAMESPACES} namespaces x {BUNDLES} bundles (90% owned). "
+        f"**Spark**: `resolve-zones` (`lookup.zones.run`) on `{args.master}`, from reading the "
+        "snapshot file to the Parquet answers, the summary CSV and the PNG. **Baseline**: the "
+        "gateway's HTTP lookup route (`build_app` + `LookupService` + `FileSource` on the same "
+        "snapshot, in one child process), asked one lookup at a time over one keep-alive "
+        f"connection on 127.0.0.1: {args.sample:,} random (topic, zone) pairs "
+        f"({statuses_text}), extrapolated to the same number of pairs."
+    )
+    lines = [
+        SECTION,
+        "",
+        "```",
+        f".venv/bin/python -m bench.zones --topics {args.topics} --sample {args.sample}",
+        "```",
+        "",
+        *textwrap.wrap(setup, 100),
+        "",
+        f"Python {platform.python_version()}, {os.cpu_count()} cores shared with other work.",
+        "",
+        "| what | pairs | time | pairs/s |",
+        "|---|---|---|---|",
+        f"| Spark job (`run`) | {spark.pairs:,} | {spark.job_s:.1f} s | {spark_rate:,.0f} |",
+        f"| Spark job + SparkSession (JVM) start | {spark.pairs:,} | {total:.1f} s "
+        f"| {spark.pairs / total:,.0f} |",
+        f"| sequential HTTP lookups (extrapolated) | {spark.pairs:,} | {http_time:,.0f} s "
+        f"| {http_rate:,.0f} |",
+        f"| **Spark job / sequential HTTP** | | | **{spark_rate / http_rate:.1f}x** |",
+        "",
+        f"Goal: {expected:,} pairs in under 2 minutes: "
+        f"**{'met' if total < 120 else 'not met'}** ({total:.0f} s including the JVM start).",
+        "",
+        *textwrap.wrap(
+            f"- Where the time goes: one Python process answers a pair in {core_us:.1f} us "
+            "(`lookup.zones.resolve_pairs`: the topic parsed once and its partitioned-topic "
+            "metadata read once per topic, `resolve()` once per pair; measured in this run, "
+            "no Spark). With 2 executor processes on 2 cores that bounds the job near "
+            f"{2e6 / core_us:,.0f} pairs/s; the rest is Spark's: reading the Parquet, moving "
+            "Arrow batches to and from the Python workers, and writing 3M rows partitioned by "
+            "zone, all on the same 2 cores.",
+            100,
+            subsequent_indent="  ",
+        ),
+    ]
+    print("\n".join(lines))
+    if not args.no_write:
+        write_section(args.out, lines)
+        print(f"wrote {SECTION!r} in {args.out}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
