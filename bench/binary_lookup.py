@@ -30,7 +30,7 @@ from collections import deque
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from listeners.binary_server import BinaryServer, BinarySettings
 from listeners.endpoints import Endpoint, Scheme
@@ -84,8 +84,7 @@ class _Baseline(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        self._transport = cast(asyncio.Transport, transport)  # uvloop's do not subclass it
 
     def data_received(self, data: bytes) -> None:
         buf = self._buf
@@ -108,8 +107,14 @@ class _Baseline(asyncio.Protocol):
             self._transport.write(self._answer * frames)
 
 
-def _serve(kind: str, snapshot: str, pipe: Connection, profile: str | None) -> None:
-    asyncio.run(_serve_async(kind, snapshot, pipe, profile))
+def _serve(kind: str, snapshot: str, pipe: Connection, profile: str | None, loop: str) -> None:
+    factory = None
+    if loop == "uvloop":  # not a dependency: `pip install uvloop` to compare
+        import uvloop
+
+        factory = uvloop.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(_serve_async(kind, snapshot, pipe, profile))
 
 
 async def _serve_async(kind: str, snapshot: str, pipe: Connection, profile: str | None) -> None:
@@ -203,9 +208,8 @@ class _LoadConnection(asyncio.Protocol):
         self.connected: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
-        transport.write(codec.connect("bench", 21))
+        self._transport = cast(asyncio.Transport, transport)  # uvloop's do not subclass it
+        self._transport.write(codec.connect("bench", 21))
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.connected.done():
@@ -285,7 +289,9 @@ async def _measure(
     context = multiprocessing.get_context("spawn")
     parent, child = context.Pipe()
     process = context.Process(
-        target=_serve, args=(kind, str(snapshot), child, profile), name=f"bench-{kind}"
+        target=_serve,
+        args=(kind, str(snapshot), child, profile, args.loop),
+        name=f"bench-{kind}",
     )
     process.start()
     loop = asyncio.get_running_loop()
@@ -384,6 +390,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--duration", type=float, default=5.0, help="seconds measured per server")
     parser.add_argument("--warmup", type=float, default=1.0)
     parser.add_argument("--profile", metavar="FILE", help="cProfile the gateway into FILE")
+    parser.add_argument(
+        "--loop", choices=("asyncio", "uvloop"), default="asyncio", help="the servers' event loop"
+    )
     args = parser.parse_args(argv)
     results = asyncio.run(run(args))
     print(table(results, args))

@@ -4,6 +4,13 @@ One application per server socket, tagged with that socket's listener (None: a l
 Pulsar C++ and Python clients send no listener name over HTTP, so for them the socket (or a header
 an ingress injects) is what picks the listener (reference §2, §7).
 
+Authentication (issue 7): on a socket whose listener requires it, every route but the probes
+(`/health`, `/ready`, `/status.html`) needs credentials: `Authorization: Bearer <jwt>`, or the
+client certificate an `https://` socket verified (its CN is the role); failures answer 401 with
+`WWW-Authenticate: Bearer`. The role is authorized for the topic (403 when it may not look it
+up). `listenerName` and `X-Pulsar-ListenerName` are limited to the socket's
+`allowedListenerNames` (400 otherwise).
+
 Topic routes read the topic from the *raw* request path: `%2F` inside the topic segment stays
 part of that segment and is decoded exactly once, so a topic with a slash in its local name
 reaches the name parser (and is refused with 400) instead of changing the route.
@@ -21,6 +28,14 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from http_api.errors import failure_response, json_error
 from http_api.openapi import OPENAPI
+from listeners.auth import (
+    AuthenticationFailed,
+    Authenticator,
+    Credentials,
+    bearer_token,
+    not_authenticated,
+    verified_peer_certificate,
+)
 from lookup.errors import FailureKind, InvalidTopicName, LookupFailure
 from lookup.resolve import BrokerUrls, LookupAnswer, ResponseKind
 from lookup.selection import ChoiceSource, ListenerChoice
@@ -28,6 +43,7 @@ from lookup.service import LookupService
 from lookup.topics import TopicName
 
 LISTENER_HEADER = "X-Pulsar-ListenerName"
+AUTH_METHOD_HEADER = "X-Pulsar-Auth-Method-Name"  # Pulsar's: names the provider to use
 # A listener name as the configuration allows it (reference §1). Anything else cannot name a
 # listener; refusing it early keeps arbitrary client text out of logs and metric labels.
 _LISTENER_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")
@@ -48,9 +64,11 @@ def build_app(
     *,
     listener: str | None,
     listener_table: list[dict[str, object]],
+    authenticator: Authenticator | None = None,
 ) -> web.Application:
-    """The application for one socket; `listener` is the listener that socket is tagged with."""
-    routes = _Routes(service, listener, listener_table)
+    """The application for one socket; `listener` is the listener that socket is tagged with.
+    `authenticator`: who must authenticate, and how (None: nobody, any listener name)."""
+    routes = _Routes(service, listener, listener_table, authenticator or Authenticator())
     # No middleware: aiohttp adds a layer of its own to every request once there is one, and a
     # lookup is cheap enough for that to show. Topic routes answer their failures themselves
     # (mapped in http_api.errors); anything else ends in the catch-all route below.
@@ -81,10 +99,12 @@ class _Routes:
         service: LookupService,
         listener: str | None,
         listener_table: list[dict[str, object]],
+        authenticator: Authenticator,
     ) -> None:
         self.service = service
         self.listener = listener
         self.listener_table = listener_table
+        self.guard = authenticator.for_listener(listener)
         # What a request that names no listener gets (the common case: clients send none).
         self.default_choice = service.choose(socket_listener=listener)
         self.catch_all: web.AbstractResource | None = None
@@ -93,9 +113,10 @@ class _Routes:
 
     async def lookup(self, request: web.Request) -> web.Response:
         try:
+            role = self._role(request)
             topic = _topic(request, trailing=0)
             choice = self._choose(request)
-            answer = await self.service.lookup(topic, choice, protocol="http")
+            answer = await self.service.lookup(topic, choice, protocol="http", role=role)
             if answer.response is ResponseKind.CONNECT:
                 body = _lookup_body(answer.urls)
                 return web.Response(body=body, content_type="application/json", charset="utf-8")
@@ -106,7 +127,8 @@ class _Routes:
 
     async def bundle(self, request: web.Request) -> web.Response:
         try:
-            bundle = await self.service.bundle(_topic(request, trailing=1))
+            role = self._role(request)
+            bundle = await self.service.bundle(_topic(request, trailing=1), role=role)
         except LookupFailure as failure:
             return failure_response(failure)
         return web.Response(text=bundle.name)
@@ -114,7 +136,8 @@ class _Routes:
     async def partitions(self, request: web.Request) -> web.Response:
         # checkAllowAutoCreation is accepted and ignored: the gateway never creates topics.
         try:
-            partitions = await self.service.partitions(_topic(request, trailing=1))
+            role = self._role(request)
+            partitions = await self.service.partitions(_topic(request, trailing=1), role=role)
         except LookupFailure as failure:
             return failure_response(failure)
         return web.json_response({"partitions": partitions})
@@ -136,7 +159,36 @@ class _Routes:
                 f"{(choice.name or '')[:64]!r} is not a listener name "
                 "(letters, digits, '_' and '-' only)",
             )
+        refused = self.guard.refusal(choice)
+        if refused is not None:
+            raise refused
         return choice
+
+    def _role(self, request: web.Request) -> str | None:
+        """The authenticated role (None where the socket requires no authentication); raises
+        LookupFailure(NOT_AUTHENTICATED)."""
+        if not self.guard.required:
+            return None
+        transport = request.transport
+        ssl_object = transport.get_extra_info("ssl_object") if transport is not None else None
+        credentials = Credentials(
+            method=request.headers.get(AUTH_METHOD_HEADER) or None,
+            data=bearer_token(request.headers.get("Authorization")),
+            peer_certificate=verified_peer_certificate(ssl_object),
+        )
+        try:
+            identity = self.guard.authenticate(credentials)
+        except AuthenticationFailed as failed:
+            raise not_authenticated(failed.reason) from None
+        return identity.role if identity is not None else None
+
+    def _authenticated(self, request: web.Request) -> web.Response | None:
+        """None if the request may use an operations route, else the 401 answer."""
+        try:
+            self._role(request)
+        except LookupFailure as failure:
+            return failure_response(failure)
+        return None
 
     # -- operations ---------------------------------------------------------------------------
 
@@ -155,13 +207,19 @@ class _Routes:
         )
 
     async def metrics(self, request: web.Request) -> web.Response:
+        if (refused := self._authenticated(request)) is not None:
+            return refused
         body = generate_latest(self.service.metrics.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def listeners(self, request: web.Request) -> web.Response:
+        if (refused := self._authenticated(request)) is not None:
+            return refused
         return web.json_response(self.listener_table)
 
     async def openapi(self, request: web.Request) -> web.Response:
+        if (refused := self._authenticated(request)) is not None:
+            return refused
         return web.json_response(OPENAPI)
 
     async def no_route(self, request: web.Request) -> web.Response:

@@ -21,8 +21,15 @@ STATUS: Mapping[FailureKind, int] = MappingProxyType(
         FailureKind.METADATA_UNAVAILABLE: 503,
         FailureKind.BUNDLE_UNLOADING: 503,
         FailureKind.METADATA_MALFORMED: 500,
+        # Access: no valid credentials (401, with WWW-Authenticate), a role without permission
+        # (403), a listener name the socket does not allow (400: the request names it).
+        FailureKind.NOT_AUTHENTICATED: 401,
+        FailureKind.NOT_AUTHORIZED: 403,
+        FailureKind.LISTENER_NOT_ALLOWED: 400,
     }
 )
+# RFC 6750 §3: a 401 names the scheme the client should use.
+_CHALLENGE: Mapping[str, str] = MappingProxyType({"WWW-Authenticate": "Bearer"})
 
 
 def json_error(
@@ -32,4 +39,5 @@ def json_error(
 
 
 def failure_response(failure: LookupFailure) -> web.Response:
-    return json_error(STATUS[failure.kind], failure.message)
+    headers = _CHALLENGE if failure.kind is FailureKind.NOT_AUTHENTICATED else None
+    return json_error(STATUS[failure.kind], failure.message, headers=headers)

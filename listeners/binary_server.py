@@ -16,6 +16,14 @@ What a connection may do (reference §6, issue 4 §2-3):
 - Any other command gets ERROR ``NotAllowedError`` naming it, and the connection stays usable.
 - A frame that does not decode (RemoteProtocolError) closes that connection only.
 
+Authentication (issue 7): on a socket whose listener requires it, CONNECT's ``auth_method_name``
+/ ``auth_data`` (and the verified client certificate of a ``pulsar+ssl://`` socket) must prove a
+role before CONNECTED; otherwise ERROR ``AuthenticationError`` and the connection is closed. The
+role stays with the connection: every LOOKUP and PARTITIONED_METADATA is authorized for it (when
+authorization is on). A connection whose token has expired is closed at its next request; the
+client reconnects with fresh credentials. A listener name the client asks for outside the
+socket's ``allowedListenerNames`` answers Failed ``NotAllowedError``.
+
 No exception raised by a peer's bytes escapes into the event loop.
 """
 
@@ -32,6 +40,13 @@ from typing import Any, TypeVar, cast
 
 from google.protobuf.unknown_fields import UnknownFieldSet
 
+from listeners.auth import (
+    AuthenticationFailed,
+    Authenticator,
+    Credentials,
+    Identity,
+    verified_peer_certificate,
+)
 from listeners.config import GatewayConfig
 from listeners.endpoints import Endpoint
 from listeners.protocol import codec
@@ -130,7 +145,9 @@ class BinaryServer:
         service: LookupService,
         settings: BinarySettings,
         ssl_context: ssl.SSLContext | None = None,
+        authenticator: Authenticator | None = None,
     ) -> None:
+        """`authenticator`: who must authenticate, and how (None: nobody, any listener name)."""
         if not spec.endpoint.scheme.is_binary:
             raise ValueError(f"{spec.origin}: {spec.endpoint.url} is not a pulsar:// address")
         if spec.tls and ssl_context is None:
@@ -149,6 +166,8 @@ class BinaryServer:
         # The choice for every lookup that names no listener, made once.
         self.socket_choice = service.choose(socket_listener=spec.listener)
         self.answers = _AnswerFrames(settings.proxy_through_service_url)
+        self.authenticator = authenticator or Authenticator()
+        self.guard = self.authenticator.for_listener(spec.listener)
 
     @property
     def port(self) -> int:
@@ -294,6 +313,9 @@ _WIRE_ERROR: dict[LookupServerError, codec.ServerError] = {
 _UNKNOWN_ERROR = codec.ServerError.UnknownError
 _NOT_ALLOWED = codec.ServerError.NotAllowedError
 _SERVICE_NOT_READY = codec.ServerError.ServiceNotReady
+_AUTHENTICATION_ERROR = codec.ServerError.AuthenticationError
+# The request id of an ERROR that answers no request: Pulsar's -1 as a uint64.
+_NO_REQUEST = 2**64 - 1
 
 _LOOKUP_TYPE = {
     ResponseKind.CONNECT: LookupType.Connect,
@@ -342,6 +364,9 @@ class _Connection(asyncio.Protocol):
         self._listener = server.spec.listener
         self._socket_choice = server.socket_choice
         self._answers = server.answers
+        self._guard = server.guard
+        self._identity: Identity | None = None  # who authenticated (None: not required)
+        self._role: str | None = None
         self._decoder = FrameDecoder(server.settings.max_frame_size)
         self._transport: asyncio.Transport | None = None
         self._loop = asyncio.get_running_loop()
@@ -362,8 +387,8 @@ class _Connection(asyncio.Protocol):
     # -- asyncio.Protocol ----------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # uvloop's transports implement asyncio.Transport without subclassing it: no isinstance.
+        self._transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self._peer = f"{peer[0]}:{peer[1]}"
@@ -375,7 +400,7 @@ class _Connection(asyncio.Protocol):
                 "stopping" if self._server._stopping else "too many connections",
             )
             self._closing = True
-            transport.abort()
+            self._transport.abort()
             return
         self._admitted = True
         self._handshake_timer = self._loop.call_later(
@@ -484,10 +509,19 @@ class _Connection(asyncio.Protocol):
             else:
                 self._refuse_before_connect(BaseCommand.Type.Name(kind))
             return
-        if kind == BaseCommand.LOOKUP:
-            self._lookup(command, out)
-        elif kind == BaseCommand.PARTITIONED_METADATA:
-            self._partitioned_metadata(command, out)
+        if kind == BaseCommand.LOOKUP or kind == BaseCommand.PARTITIONED_METADATA:
+            identity = self._identity
+            if identity is not None and identity.expired(self._guard.authenticator.clock()):
+                log.info(
+                    "closing connection from %s: the credentials of role %r expired",
+                    self._peer,
+                    identity.role,
+                )
+                self._closing = True
+            elif kind == BaseCommand.LOOKUP:
+                self._lookup(command, out)
+            else:
+                self._partitioned_metadata(command, out)
         elif kind == BaseCommand.PING:
             out.append(_PONG)
         elif kind == BaseCommand.PONG:
@@ -510,6 +544,8 @@ class _Connection(asyncio.Protocol):
         self._closing = True
 
     def _handshake(self, command: BaseCommand, out: list[bytes]) -> None:
+        if self._guard.required and not self._authenticate(command, out):
+            return
         client_version = command.connect.protocol_version
         version = min(client_version, PROTOCOL_VERSION)
         out.append(codec.connected(SERVER_VERSION, version, self._settings.announced_message_size))
@@ -518,6 +554,33 @@ class _Connection(asyncio.Protocol):
         if self._handshake_timer is not None:
             self._handshake_timer.cancel()
             self._handshake_timer = None
+
+    def _authenticate(self, command: BaseCommand, out: list[bytes]) -> bool:
+        """Check CONNECT's credentials; on failure queue ERROR and ask for the close."""
+        connect = command.connect
+        ssl_object = self._transport.get_extra_info("ssl_object") if self._transport else None
+        credentials = Credentials(
+            method=connect.auth_method_name or None,
+            data=connect.auth_data if connect.HasField("auth_data") else None,
+            peer_certificate=verified_peer_certificate(ssl_object),
+        )
+        try:
+            identity = self._guard.authenticate(credentials)
+        except AuthenticationFailed as failed:
+            log.info(
+                "closing connection from %s on %s: authentication failed: %s",
+                self._peer,
+                self._server.url,
+                failed.reason,
+            )
+            message = f"Unable to authenticate: {failed.reason}"
+            out.append(codec.error(_NO_REQUEST, _AUTHENTICATION_ERROR, message))
+            self._closing = True
+            return False
+        if identity is not None:
+            self._identity = identity
+            self._role = identity.role
+        return True
 
     def _handshake_expired(self) -> None:
         self._handshake_timer = None
@@ -532,13 +595,16 @@ class _Connection(asyncio.Protocol):
     def _lookup(self, command: BaseCommand, out: list[bytes]) -> None:
         body = command.lookupTopic
         name = body.advertised_listener_name  # "" when absent; blank means absent (§2)
-        choice = (
-            self._service.choose(explicit=name, socket_listener=self._listener)
-            if name
-            else self._socket_choice
-        )
+        if name:
+            choice = self._service.choose(explicit=name, socket_listener=self._listener)
+            refused = self._guard.refusal(choice)
+            if refused is not None:
+                out.append(_lookup_failed(body.request_id, refused))
+                return
+        else:
+            choice = self._socket_choice
         self._answer(
-            self._service.lookup(body.topic, choice, "binary"),
+            self._service.lookup(body.topic, choice, "binary", role=self._role),
             body.request_id,
             self._lookup_answer,
             _lookup_failed,
@@ -562,7 +628,7 @@ class _Connection(asyncio.Protocol):
     def _partitioned_metadata(self, command: BaseCommand, out: list[bytes]) -> None:
         body = command.partitionMetadata
         self._answer(
-            self._service.partitions(body.topic),
+            self._service.partitions(body.topic, role=self._role),
             body.request_id,
             codec.partitioned_metadata_response,
             _partitions_failed,

@@ -209,12 +209,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _serve(config: GatewayConfig, *, reuse_port: bool = False) -> int:
+    from listeners.auth import AuthConfigError
     from listeners.gateway import Gateway, serve
     from tls.context import TlsConfigError
 
     try:
         asyncio.run(serve(Gateway(config, reuse_port=reuse_port)))
-    except (TlsConfigError, SnapshotError, OSError) as exc:
+    except (TlsConfigError, AuthConfigError, SnapshotError, OSError) as exc:
         logging.getLogger("listeners.gateway").error("cannot start: %s", exc)
         return EXIT_FAILED
     return EXIT_OK

@@ -6,10 +6,13 @@ This module only validates. Every problem is reported with the key (and the entr
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import unquote, unquote_to_bytes, urlsplit
 
 from pydantic import (
     BaseModel,
@@ -122,8 +125,105 @@ class ListenerSettings(BaseModel):
     tls_protocols: OptionalCommaList = None
     tls_ciphers: OptionalCommaList = None
 
+    # Whether lookups on this listener must authenticate (unset: authenticationEnabled).
+    authentication_required: Annotated[bool | None, BeforeValidator(_blank_is_none)] = None
+    # Listener names a client on this listener may ask for (listenerName, the header, the
+    # binary field); unset: any. A name outside the list is refused.
+    allowed_listener_names: OptionalCommaList = None
+
 
 LISTENER_PREFIX = "listener."
+
+# --- authentication keys ------------------------------------------------------------------------
+
+TOKEN_PROVIDER = "token"
+TLS_PROVIDER = "tls"
+_PULSAR_AUTH_PACKAGE = "org.apache.pulsar.broker.authentication."
+#: authenticationProviders accepts Pulsar's class names and the short names.
+PROVIDER_NAMES: Mapping[str, str] = {
+    TOKEN_PROVIDER: TOKEN_PROVIDER,
+    TLS_PROVIDER: TLS_PROVIDER,
+    _PULSAR_AUTH_PACKAGE + "AuthenticationProviderToken": TOKEN_PROVIDER,
+    _PULSAR_AUTH_PACKAGE + "AuthenticationProviderTls": TLS_PROVIDER,
+}
+#: tokenPublicAlg: the asymmetric JWS algorithms (RFC 7518) Pulsar's tokens use. HS* are not
+#: here on purpose: an HMAC "public" key would let anyone who has it sign tokens.
+PUBLIC_KEY_ALGORITHMS = (
+    "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512",
+)  # fmt: skip
+SECRET_KEY_ALGORITHM = "HS256"  # tokenSecretKey, as in Pulsar
+_KEY_FORMATS = "data:;base64,<base64> or file:///absolute/path"
+
+
+@dataclass(frozen=True, slots=True)
+class KeyUrl:
+    """A key given as Pulsar accepts it: inline (`data:[<type>][;base64],<data>`, RFC 2397) or
+    a file (`file:///absolute/path`). Only parsed here; the file is read by listeners.auth."""
+
+    data: bytes | None = None
+    path: Path | None = None
+
+
+def parse_key_url(value: str) -> KeyUrl:
+    """Parse a tokenSecretKey / tokenPublicKey value; ValueError says what is wrong."""
+    text = value.strip()
+    if text[:5].lower() == "data:":
+        meta, comma, payload = text[5:].partition(",")
+        if not comma:
+            raise ValueError(f"a data: URL needs a ',' before the data ({_KEY_FORMATS})")
+        if meta.lower().endswith(";base64"):
+            try:
+                data = base64.b64decode("".join(payload.split()), validate=True)
+            except (binascii.Error, ValueError):
+                raise ValueError("the data: URL's data is not valid base64") from None
+        else:
+            data = unquote_to_bytes(payload)
+        if not data:
+            raise ValueError("the data: URL holds no key")
+        return KeyUrl(data=data)
+    if text[:5].lower() == "file:":
+        parts = urlsplit(text)
+        if parts.netloc not in ("", "localhost") or parts.query or parts.fragment:
+            raise ValueError(f"'{value}' is not a local file URL ({_KEY_FORMATS})")
+        path = unquote(parts.path)
+        if not path.startswith("/") or path == "/":
+            raise ValueError(f"'{value}' does not name an absolute path ({_KEY_FORMATS})")
+        return KeyUrl(path=Path(path))
+    raise ValueError(f"expected {_KEY_FORMATS}")
+
+
+def _providers(value: Any) -> Any:
+    if not isinstance(value, tuple):
+        return value
+    canonical: list[str] = []
+    unknown: list[str] = []
+    for name in value:
+        short = PROVIDER_NAMES.get(name)
+        if short is None:
+            unknown.append(name)
+        elif short not in canonical:
+            canonical.append(short)
+    if unknown:
+        raise ValueError(
+            "\n".join(
+                f"'{name}' is not a provider the gateway supports: token or tls "
+                f"({_PULSAR_AUTH_PACKAGE}AuthenticationProviderToken / ...Tls)"
+                for name in unknown
+            )
+        )
+    return tuple(canonical)
+
+
+def _required_anywhere(data: Mapping[str, Any]) -> list[str]:
+    """The keys that make some socket require authentication (empty: none does)."""
+    keys = ["authenticationEnabled=true"] if data.get("authentication_enabled") else []
+    per_listener: dict[str, ListenerSettings] = data.get("listener_settings", {})
+    keys += [
+        f"{LISTENER_PREFIX}{name}.authenticationRequired=true"
+        for name, settings in per_listener.items()
+        if settings.authentication_required
+    ]
+    return keys
 
 
 class GatewayConfig(BaseModel):
@@ -170,6 +270,18 @@ class GatewayConfig(BaseModel):
 
     # Graceful stop: how long in-flight lookups may take once a stop is asked for.
     shutdown_timeout_seconds: float = Field(5.0, gt=0)
+
+    # Authentication and authorization (Pulsar's keys).
+    authentication_enabled: bool = False
+    authentication_providers: CommaList = Field((), validate_default=True)
+    token_secret_key: OptionalText = None  # HS256: data:;base64,... or file:///path
+    token_public_key: OptionalText = Field(None, validate_default=True)  # tokenPublicAlg
+    token_public_alg: str = "RS256"
+    token_auth_claim: str = "sub"
+    token_audience_claim: str = "aud"
+    token_audience: OptionalText = None
+    super_user_roles: CommaList = ()
+    authorization_enabled: bool = Field(False, validate_default=True)
 
     @model_validator(mode="before")
     @classmethod
@@ -256,6 +368,105 @@ class GatewayConfig(BaseModel):
                     )
                 )
         return value
+
+    @field_validator("listener_settings")
+    @classmethod
+    def _allowed_names(
+        cls, value: dict[str, ListenerSettings], info: ValidationInfo
+    ) -> dict[str, ListenerSettings]:
+        listeners: tuple[AdvertisedListener, ...] | None = info.data.get("advertised_listeners")
+        if listeners is None:
+            return value
+        declared = [listener.name for listener in listeners]
+        problems = [
+            f"{LISTENER_PREFIX}{name}.allowedListenerNames: '{allowed}' is not declared in "
+            f"advertisedListeners ({', '.join(declared) or 'none'})"
+            for name, settings in value.items()
+            for allowed in settings.allowed_listener_names or ()
+            if allowed not in declared
+        ]
+        if problems:
+            raise ValueError("\n".join(problems))
+        return value
+
+    @field_validator("authentication_providers")
+    @classmethod
+    def _auth_providers(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        providers: tuple[str, ...] = _providers(value)
+        required = _required_anywhere(info.data)
+        if required and not providers:
+            raise ValueError(f"{' and '.join(required)} needs at least one provider (token, tls)")
+        return providers
+
+    @field_validator("token_secret_key")
+    @classmethod
+    def _secret_key(cls, value: str | None) -> str | None:
+        if value is not None:
+            data = parse_key_url(value).data
+            if data is not None and len(data) < 32:
+                # RFC 7518 3.2: an HS256 key has at least 256 bits (Pulsar makes 32 bytes).
+                raise ValueError(f"an HS256 secret needs at least 32 bytes, this has {len(data)}")
+        return value
+
+    @field_validator("token_public_key")
+    @classmethod
+    def _public_key(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None:
+            parse_key_url(value)
+        if "token_secret_key" not in info.data or "authentication_providers" not in info.data:
+            return value  # reported at those keys
+        secret = info.data["token_secret_key"]
+        if value is not None and secret is not None:
+            raise ValueError("set tokenSecretKey (HS256) or tokenPublicKey, not both")
+        providers: tuple[str, ...] = info.data["authentication_providers"]
+        keyless = value is None and secret is None and TOKEN_PROVIDER in providers
+        if keyless and _required_anywhere(info.data):
+            raise ValueError(
+                "the token provider needs a key: tokenSecretKey (HS256) or tokenPublicKey "
+                f"(with tokenPublicAlg), as {_KEY_FORMATS}"
+            )
+        return value
+
+    @field_validator("token_public_alg", mode="before")
+    @classmethod
+    def _public_alg(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        alg = value.strip().upper()
+        if alg in PUBLIC_KEY_ALGORITHMS:
+            return alg
+        if alg.startswith("HS"):
+            raise ValueError(
+                f"'{value}' is a shared-secret algorithm: give the secret as tokenSecretKey "
+                f"(HS256); tokenPublicAlg is one of {', '.join(PUBLIC_KEY_ALGORITHMS)}"
+            )
+        raise ValueError(f"'{value}' is not one of {', '.join(PUBLIC_KEY_ALGORITHMS)}")
+
+    @field_validator("token_auth_claim", "token_audience_claim", mode="before")
+    @classmethod
+    def _claim_name(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            if not value.strip():
+                raise ValueError("must name a claim")
+            return value.strip()
+        return value
+
+    @field_validator("authorization_enabled")
+    @classmethod
+    def _authorization(cls, value: bool, info: ValidationInfo) -> bool:
+        known = "authentication_enabled" in info.data and "listener_settings" in info.data
+        if value and known and not _required_anywhere(info.data):
+            raise ValueError(
+                "authorization checks the authenticated role: set authenticationEnabled=true "
+                f"or {LISTENER_PREFIX}<name>.authenticationRequired=true"
+            )
+        return value
+
+    def authentication_required(self, listener: str | None) -> bool:
+        """Whether a socket tagged with `listener` (None: a legacy socket) requires
+        authentication: its listener's authenticationRequired, else authenticationEnabled."""
+        own = self.settings_for(listener).authentication_required
+        return self.authentication_enabled if own is None else own
 
     def tls_for(self, listener: str | None) -> TlsSettings:
         """The TLS settings of a socket tagged with `listener` (None: a legacy socket)."""
@@ -360,6 +571,8 @@ def _problems_of(exc: ValidationError, raw: RawConfig) -> list[ConfigProblem]:
     for err in exc.errors(include_url=False):
         loc = err["loc"]
         key = str(loc[0]) if loc else "config"
+        if key in GatewayConfig.model_fields:  # a default that failed validation: its key
+            key = to_camel(key)
         if key == "listenerSettings" and len(loc) >= 3:
             key = f"{LISTENER_PREFIX}{loc[1]}.{loc[2]}"
             if err["type"] == "extra_forbidden":

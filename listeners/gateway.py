@@ -12,9 +12,11 @@ from typing import Any, Protocol
 
 from http_api.app import build_app
 from http_api.server import HttpServer
+from listeners.auth import Authenticator
 from listeners.binary_server import BinaryServer, BinarySettings
 from listeners.config import GatewayConfig
 from listeners.socket_table import SocketSpec
+from lookup.authorization import LookupAuthorizer
 from lookup.service import LookupService
 from lookup.source import MetadataSource
 from lookup.sources import open_source
@@ -50,8 +52,15 @@ class Gateway:
             internal_listener=config.internal_listener_name,
             max_concurrent=config.max_concurrent_lookup_request,
             declared_listeners=[listener.name for listener in config.advertised_listeners],
+            authorizer=(
+                LookupAuthorizer(frozenset(config.super_user_roles))
+                if config.authorization_enabled
+                else None
+            ),
         )
         self.servers: list[tuple[SocketSpec, Server]] = []
+        # Authentication: providers and keys are loaded by start().
+        self.authenticator: Authenticator | None = None
         # TLS: one context per listener with TLS sockets, re-checked while serving.
         self.tls_metrics = TlsMetrics(self.service.metrics.registry)
         self.tls = GatewayTls({}, 0)
@@ -61,6 +70,11 @@ class Gateway:
         specs = self.config.sockets()
         # All TLS material first: a TLS problem stops the start before anything listens.
         self.tls = await asyncio.to_thread(GatewayTls.load, self.config, specs, self.tls_metrics)
+        # Token keys too (AuthConfigError names the key that does not load).
+        if self.authenticator is None:
+            self.authenticator = await asyncio.to_thread(
+                Authenticator.from_config, self.config, registry=self.service.metrics.registry
+            )
         await self.source.start()
         try:
             for spec in specs:
@@ -79,8 +93,15 @@ class Gateway:
             settings = BinarySettings.from_config(self.config, spec.listener)
             if self.reuse_port:
                 settings = dataclasses.replace(settings, reuse_port=True)
-            return BinaryServer(spec, self.service, settings, ssl_context=context)
-        app = build_app(self.service, listener=spec.listener, listener_table=self.listener_table)
+            return BinaryServer(
+                spec, self.service, settings, ssl_context=context, authenticator=self.authenticator
+            )
+        app = build_app(
+            self.service,
+            listener=spec.listener,
+            listener_table=self.listener_table,
+            authenticator=self.authenticator,
+        )
         return HttpServer(
             spec,
             app,
@@ -110,6 +131,10 @@ class Gateway:
                     "proxyThroughServiceUrl": self.config.settings_for(
                         spec.listener
                     ).proxy_through_service_url,
+                    "authenticationRequired": self.config.authentication_required(spec.listener),
+                    "allowedListenerNames": self.config.settings_for(
+                        spec.listener
+                    ).allowed_listener_names,
                 }
             )
         return rows

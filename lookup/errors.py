@@ -33,6 +33,12 @@ class FailureKind(Enum):
     METADATA_UNAVAILABLE = "metadata-unavailable"
     METADATA_MALFORMED = "metadata-malformed"
     TOO_MANY_REQUESTS = "too-many-requests"
+    # Access (issue 7): who may ask, and for which listener.
+    NOT_AUTHENTICATED = "not-authenticated"  # no valid credentials where they are required
+    NOT_AUTHORIZED = "not-authorized"  # the role has no lookup permission on the topic
+    # The socket's listener does not allow asking for the named listener
+    # (listener.<name>.allowedListenerNames).
+    LISTENER_NOT_ALLOWED = "listener-not-allowed"
 
     @property
     def code(self) -> ServerError:
@@ -53,6 +59,12 @@ _WIRE: dict[FailureKind, tuple[ServerError, bool]] = {
     FailureKind.METADATA_UNAVAILABLE: (ServerError.ServiceNotReady, True),
     FailureKind.METADATA_MALFORMED: (ServerError.MetadataError, False),
     FailureKind.TOO_MANY_REQUESTS: (ServerError.TooManyRequests, True),
+    FailureKind.NOT_AUTHENTICATED: (ServerError.AuthenticationError, False),
+    FailureKind.NOT_AUTHORIZED: (ServerError.AuthorizationError, False),
+    # NotAllowedError: a refusal by policy, not a missing permission of the role (that is
+    # AuthorizationError) nor a transient state (the C++ client retries ServiceNotReady until
+    # its operation timeout); the C++ client fails the lookup at once with ResultNotAllowedError.
+    FailureKind.LISTENER_NOT_ALLOWED: (ServerError.NotAllowedError, False),
 }
 
 

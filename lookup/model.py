@@ -38,6 +38,11 @@ def policies_path(namespace: NamespaceName) -> str:
     return f"{POLICIES_ROOT}/{namespace.tenant}/{namespace.namespace}"
 
 
+def tenant_path(tenant: str) -> str:
+    """`/admin/policies/<tenant>`: the tenant's TenantInfo (its namespaces are its children)."""
+    return f"{POLICIES_ROOT}/{tenant}"
+
+
 def local_policies_path(namespace: NamespaceName) -> str:
     return f"{LOCAL_POLICIES_ROOT}/{namespace.tenant}/{namespace.namespace}"
 
@@ -125,10 +130,33 @@ class BundlesData(_Znode):
         return NamespaceBundles.from_strings(self.boundaries, self.num_bundles)
 
 
+class AuthPolicies(_Znode):
+    """A namespace's permissions (Pulsar's AuthPolicies; its JSON keys are snake_case):
+    role -> actions on the whole namespace, and topic -> role -> actions on single topics.
+    Actions are Pulsar's AuthAction names (produce, consume, functions, sources, sinks,
+    packages); names this model does not know are kept, never refused."""
+
+    namespace_auth: dict[str, list[str]] = Field(default_factory=dict, alias="namespace_auth")
+    destination_auth: dict[str, dict[str, list[str]]] = Field(
+        default_factory=dict, alias="destination_auth"
+    )
+    subscription_auth_roles: dict[str, list[str]] = Field(
+        default_factory=dict, alias="subscription_auth_roles"
+    )
+
+
 class NamespacePolicies(_Znode):
     """`/admin/policies/<tenant>/<ns>` (only what a lookup needs) and its local twin."""
 
     bundles: BundlesData | None = None
+    auth_policies: AuthPolicies = Field(default_factory=AuthPolicies, alias="auth_policies")
+
+
+class TenantInfo(_Znode):
+    """`/admin/policies/<tenant>`: Pulsar's TenantInfo."""
+
+    admin_roles: list[str] = Field(default_factory=list)
+    allowed_clusters: list[str] = Field(default_factory=list)
 
 
 class PartitionedMetadata(_Znode):
@@ -175,4 +203,5 @@ parse_broker = node_parser(BrokerData)
 parse_ownership = node_parser(OwnershipData)
 parse_leader = node_parser(LeaderData)
 parse_policies = node_parser(NamespacePolicies)
+parse_tenant = node_parser(TenantInfo)
 parse_partitioned = node_parser(PartitionedMetadata)

@@ -2,6 +2,11 @@
 
 It reads through the metadata source's view, fetches nodes the view lacks (NodeNotLoaded) and
 retries, bounds the lookups in flight (maxConcurrentLookupRequest) and records metrics.
+
+Authorization (``authorizationEnabled``): given an `authorizer`, every request that carries a
+role (the front end authenticated the client) is checked against the cluster's permissions
+first; a request without a role comes from a socket that requires no authentication and is
+not checked.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ import time
 from collections.abc import Callable, Collection
 from typing import Any, TypeVar
 
+from lookup.authorization import LookupAuthorizer
 from lookup.bundles import BundleRange
 from lookup.errors import FailureKind, LookupFailure, NodeNotLoaded
 from lookup.metrics import LookupMetrics
@@ -44,8 +50,10 @@ class LookupService:
         max_concurrent: int = 50_000,
         metrics: LookupMetrics | None = None,
         declared_listeners: Collection[str] | None = None,
+        authorizer: LookupAuthorizer | None = None,
     ) -> None:
         self.source = source
+        self.authorizer = authorizer  # None: authorization is off
         self.policy = policy or ResolvePolicy()
         self.internal_listener = internal_listener
         self.max_concurrent = max_concurrent
@@ -59,6 +67,8 @@ class LookupService:
         # prometheus-client's labels() costs more than a warm resolve(): look each set up once.
         self._series: dict[tuple[str, str, str], tuple[Any, Any, Any]] = {}
         self._answers: dict[tuple[str, ListenerChoice], LookupAnswer] = {}
+        # (role, topic) pairs found authorized in the current view; dropped with the answers.
+        self._allowed: set[tuple[str, str]] = set()
         self._answers_view: ClusterView | None = None
         self._answers_version = -1
 
@@ -77,14 +87,23 @@ class LookupService:
         )
 
     async def lookup(
-        self, topic: str | TopicName, choice: ListenerChoice, protocol: str
+        self,
+        topic: str | TopicName,
+        choice: ListenerChoice,
+        protocol: str,
+        *,
+        role: str | None = None,
     ) -> LookupAnswer:
+        """The answer for `topic` on the chosen listener. `role`: the authenticated client's
+        role, checked when authorization is on (None: the socket needs no authentication)."""
         labels = (self._label(choice.name), choice.source.value, protocol)
         started = time.perf_counter()
         self._admit(labels)
         self.pending += 1
         self.metrics.pending.inc()
         try:
+            if role is not None and self.authorizer is not None:
+                await self.authorize(topic, role)
             key = (topic if isinstance(topic, str) else topic.full, choice)
             answer = self._answers_now().get(key)
             if answer is None:
@@ -112,6 +131,7 @@ class LookupService:
         view = self.source.view
         if self._answers_view is not view or self._answers_version != view.version:
             self._answers.clear()
+            self._allowed.clear()
             self._answers_view = view
             self._answers_version = view.version
         return self._answers
@@ -135,12 +155,36 @@ class LookupService:
             self._series[labels] = series
         return series
 
-    async def partitions(self, topic: str | TopicName) -> int:
+    async def authorize(self, topic: str | TopicName, role: str) -> None:
+        """Raise LookupFailure(NOT_AUTHORIZED) unless `role` may look up `topic` (no-op when
+        authorization is off). Reads the permissions through the view, fetching what it lacks."""
+        authorizer = self.authorizer
+        if authorizer is None:
+            return
+        key = (role, topic if isinstance(topic, str) else topic.full)
+        if key in self._answers_now_allowed():
+            return
         name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
+        await self._read(lambda view: authorizer.check(role, name, view))
+        allowed = self._answers_now_allowed()  # the view the check just read
+        if len(allowed) >= MAX_CACHED_ANSWERS:
+            allowed.clear()
+        allowed.add(key)
+
+    def _answers_now_allowed(self) -> set[tuple[str, str]]:
+        self._answers_now()  # drops what an older view allowed
+        return self._allowed
+
+    async def partitions(self, topic: str | TopicName, *, role: str | None = None) -> int:
+        name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
+        if role is not None:
+            await self.authorize(name, role)
         return await self._read(lambda view: resolve_partitions(name.base, view))
 
-    async def bundle(self, topic: str | TopicName) -> BundleRange:
+    async def bundle(self, topic: str | TopicName, *, role: str | None = None) -> BundleRange:
         name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
+        if role is not None:
+            await self.authorize(name, role)
         policy = self.policy
         return await self._read(lambda view: namespace_bundle(name, view, policy))
 

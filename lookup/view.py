@@ -22,6 +22,7 @@ from lookup.model import (
     LeaderData,
     NamespacePolicies,
     OwnershipData,
+    TenantInfo,
     broker_path,
     decode_json,
     local_policies_path,
@@ -31,8 +32,10 @@ from lookup.model import (
     parse_ownership,
     parse_partitioned,
     parse_policies,
+    parse_tenant,
     partitioned_path,
     policies_path,
+    tenant_path,
 )
 from lookup.topics import NamespaceName, TopicName
 
@@ -253,6 +256,14 @@ class ClusterView:
 
     def policies(self, namespace: NamespaceName) -> NamespacePolicies | None:
         return self.node(policies_path(namespace), parse_policies)
+
+    def tenant(self, tenant: str) -> TenantInfo | None:
+        """The tenant's TenantInfo (admin roles); None if the tenant node does not exist or
+        holds no data (created only as the parent of its namespaces' nodes)."""
+        path = tenant_path(tenant)
+        if self.raw(path) is None:
+            return None
+        return self.node(path, parse_tenant)
 
     def local_policies(self, namespace: NamespaceName) -> NamespacePolicies | None:
         return self.node(local_policies_path(namespace), parse_policies)

@@ -132,3 +132,36 @@ def test_standalone_starts_zookeeper_seeds_the_demo_and_cleans_up(tmp_path: Path
         import socket
 
         socket.create_connection(("127.0.0.1", zk_port), timeout=2).close()
+
+
+def test_run_requires_tokens_on_the_listener_that_asks_for_them(tmp_path: Path) -> None:
+    import base64
+    import urllib.error
+
+    import jwt
+
+    secret = b"a-test-secret-of-at-least-32-bytes!!"
+    conf = write_config(tmp_path / "auth.conf", f"file:{DEMO}")
+    conf.write_text(
+        conf.read_text()
+        + "authenticationEnabled=true\n"
+        + "authenticationProviders=token\n"
+        + f"tokenSecretKey=data:;base64,{base64.b64encode(secret).decode()}\n"
+        + "listener.internal.authenticationRequired=false\n"
+    )
+    gateway = Running("run", "--config", str(conf))
+    try:
+        assert gateway.get("internal", f"/lookup/v2/topic/{TOPIC}")["brokerUrl"]  # no token
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            gateway.get("external", f"/lookup/v2/topic/{TOPIC}")
+        assert refused.value.code == 401
+        token = jwt.encode({"sub": "app"}, secret, algorithm="HS256")
+        request = urllib.request.Request(
+            gateway.urls[("http", "external")] + f"/lookup/v2/topic/{TOPIC}",
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            answer = json.loads(response.read())
+        assert answer["brokerUrl"] == "pulsar://broker-1.pulsar.example.com:6650"
+    finally:
+        assert gateway.stop() == 0

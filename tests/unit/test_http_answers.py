@@ -23,6 +23,9 @@ EXPECTED_STATUS = {
     FailureKind.METADATA_UNAVAILABLE: 503,
     FailureKind.BUNDLE_UNLOADING: 503,
     FailureKind.METADATA_MALFORMED: 500,
+    FailureKind.NOT_AUTHENTICATED: 401,
+    FailureKind.NOT_AUTHORIZED: 403,
+    FailureKind.LISTENER_NOT_ALLOWED: 400,
 }
 
 
@@ -33,6 +36,8 @@ def test_failure_response(kind: FailureKind) -> None:
     assert response.content_type == "application/json"
     assert isinstance(response.body, bytes)
     assert json.loads(response.body) == {"reason": f"because {kind.value}"}
+    challenge = response.headers.get("WWW-Authenticate")
+    assert challenge == ("Bearer" if kind is FailureKind.NOT_AUTHENTICATED else None)
 
 
 def test_lookup_data_has_six_string_keys() -> None:
