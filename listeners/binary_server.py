@@ -376,6 +376,7 @@ class _Connection(asyncio.Protocol):
         self._closing = False
         self._reading = True
         self._write_paused = False
+        self._stalled = False  # writes were paused at the last keep-alive tick
         self._stopped = False  # the server is stopping: read nothing more
         self._active = True  # bytes arrived since the last keep-alive tick
         self._awaiting_pong = False
@@ -476,7 +477,18 @@ class _Connection(asyncio.Protocol):
             self._transport.abort()
 
     def keep_alive_tick(self) -> None:
-        if not self._connected or self._closing or not self._reading:
+        if not self._connected or self._closing:
+            return
+        if self._write_paused:
+            # The client does not read its answers (full send buffer): it cannot answer a PING
+            # either. Give it one tick to drain, then free its slot.
+            if self._stalled:
+                log.info("closing connection from %s: it does not read its answers", self._peer)
+                self.abort()
+            self._stalled = True
+            return
+        self._stalled = False
+        if not self._reading:  # stopping, or at the in-flight cap: answers are on their way
             return
         if self._awaiting_pong:
             log.info("closing connection from %s: no answer to PING", self._peer)

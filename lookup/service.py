@@ -176,21 +176,39 @@ class LookupService:
         return self._allowed
 
     async def partitions(self, topic: str | TopicName, *, role: str | None = None) -> int:
-        name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
-        if role is not None:
-            await self.authorize(name, role)
-        return await self._read(lambda view: resolve_partitions(name.base, view))
+        # A partition's own name has no partitioned-topic node, so it answers 0, as in Pulsar.
+        return await self._guarded(topic, role, resolve_partitions)
 
     async def bundle(self, topic: str | TopicName, *, role: str | None = None) -> BundleRange:
-        name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
-        if role is not None:
-            await self.authorize(name, role)
         policy = self.policy
-        return await self._read(lambda view: namespace_bundle(name, view, policy))
+        return await self._guarded(
+            topic, role, lambda name, view: namespace_bundle(name, view, policy)
+        )
 
-    def _admit(self, labels: tuple[str, str, str]) -> None:
+    async def _guarded(
+        self,
+        topic: str | TopicName,
+        role: str | None,
+        read: Callable[[TopicName, ClusterView], T],
+    ) -> T:
+        """Partition-metadata and bundle requests: counted against maxConcurrentLookupRequest
+        and authorized like lookups."""
+        self._admit(None)
+        self.pending += 1
+        self.metrics.pending.inc()
+        try:
+            name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
+            if role is not None:
+                await self.authorize(name, role)
+            return await self._read(lambda view: read(name, view))
+        finally:
+            self.pending -= 1
+            self.metrics.pending.dec()
+
+    def _admit(self, labels: tuple[str, str, str] | None) -> None:
         if self.pending >= self.max_concurrent:
-            self.metrics.failures.labels(*labels, "TooManyRequests").inc()
+            if labels is not None:
+                self.metrics.failures.labels(*labels, "TooManyRequests").inc()
             raise LookupFailure(
                 FailureKind.TOO_MANY_REQUESTS,
                 f"Too many concurrent lookups (maxConcurrentLookupRequest={self.max_concurrent})",

@@ -94,8 +94,9 @@ class TopicName:
         index = -1
         match = _PARTITIONED.fullmatch(local)
         # As in Pulsar, a suffix that is not a Java int makes an ordinary, unpartitioned name.
-        if match is not None and int(match.group(2)) <= _MAX_PARTITION:
-            index = int(match.group(2))
+        # (Length first: int() refuses numbers of thousands of digits with a ValueError.)
+        if match is not None and len(digits := match.group(2)) <= 10:
+            index = int(digits) if int(digits) <= _MAX_PARTITION else -1
         full = f"{domain.value}://{tenant}/{namespace}/{local}"
         return cls(domain, tenant, namespace, local, full, index)
 

@@ -9,7 +9,7 @@ NodeNotLoaded, and the source reads it and retries). All writes happen on one th
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
@@ -44,6 +44,7 @@ _BUNDLES_KEY = "#bundles"  # parse-cache key of a policies node's NamespaceBundl
 # Equal znode contents share one decoded copy and one parse cache: ownership nodes of one broker
 # are identical, so 100,000 bundles cost a few hundred objects. The table is bounded.
 INTERN_LIMIT = 100_000
+ABSENT_LIMIT = 100_000  # absent paths remembered (each saves a ZooKeeper read)
 
 
 class _Node:
@@ -148,29 +149,19 @@ class ClusterView:
     def put_absent(self, path: str) -> None:
         """Record that `path` does not exist (a partial view stops asking for it)."""
         self._raw.pop(path, None)
+        if len(self._absent) >= ABSENT_LIMIT:
+            # Clients choose the names looked up, so made-up namespaces and topics would grow
+            # this set for ever; forgetting absences only costs a re-read when one is asked again.
+            self._absent.clear()
         self._absent.add(path)
         if self.complete:
             parent, _, name = path.rpartition("/")
             self._children.get(parent or "/", set()).discard(name)
         self._changed(path)
 
-    def forget(self, path: str) -> None:
-        """Drop what the view knows of `path`; a partial view asks for it again."""
-        self._raw.pop(path, None)
-        self._absent.discard(path)
-        self._changed(path)
-
     def set_children(self, path: str, names: Iterable[str]) -> None:
         self._children[path] = set(names)
         self._changed(path + "/")
-
-    def clear(self) -> None:
-        self._raw.clear()
-        self._absent.clear()
-        self._children.clear()
-        self._interned.clear()
-        self._registry = None
-        self.version += 1
 
     def _changed(self, path: str) -> None:
         if path.startswith(BROKERS_ROOT):
@@ -218,9 +209,6 @@ class ClusterView:
                 return []
             raise NodeNotLoaded(path + "/")
         return sorted(names)
-
-    def paths(self) -> Iterator[str]:
-        return iter(self._raw)
 
     def known_paths(self) -> list[str]:
         """Every path the view holds something about: present, known absent, and the parents

@@ -63,6 +63,7 @@ class ZooKeeperSource:
         self._ever_connected = False
         self._suspended_since: float | None = None
         self._warm_task: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()  # children re-reads after a watch
         self._warmed = asyncio.Event()
         self._closing = False
         self.reads = 0  # ZooKeeper reads issued; concurrent misses for one node share one
@@ -86,6 +87,8 @@ class ZooKeeperSource:
 
     async def close(self) -> None:
         self._closing = True
+        for task in list(self._tasks):
+            task.cancel()
         if self._warm_task is not None:
             self._warm_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -113,10 +116,12 @@ class ZooKeeperSource:
         if not self._connected:
             raise self._unavailable(f"ZooKeeper at {self.url} is not reachable")
         future = self._inflight.get(path) or self._start_read(path)
-        try:
-            await asyncio.wait_for(asyncio.shield(future), self.read_timeout)
-        except TimeoutError:
-            raise self._unavailable(f"reading {path} from ZooKeeper timed out") from None
+        # asyncio.wait, not wait_for: it needs no current task (the binary server runs a
+        # lookup's first step outside one) and never cancels the shared read.
+        done, _ = await asyncio.wait({future}, timeout=self.read_timeout)
+        if not done:
+            raise self._unavailable(f"reading {path} from ZooKeeper timed out")
+        future.result()  # the read's LookupFailure, if it failed
         if path.endswith(CHILDREN):
             await self._fetch_children_data(path[: -len(CHILDREN)])
 
@@ -164,28 +169,28 @@ class ZooKeeperSource:
         self, future: asyncio.Future[None], path: str, generation: int, result: AsyncResult
     ) -> None:
         if generation != self._generation:
-            return self._finish(future, self._unavailable("ZooKeeper session was lost"))
+            return self._finish(path, future, self._unavailable("ZooKeeper session was lost"))
         if result.successful():
             data, _stat = result.value
             self._view.put_bytes(path, data or b"")
-            return self._finish(future, None)
+            return self._finish(path, future, None)
         if isinstance(result.exception, NoNodeError):
             # Absent: watch for its creation (a data watch is only set on existing nodes).
             exists = self._client.exists_async(path, watch=self._on_watch)
             self._when_done(exists, lambda r: self._exists_read(future, path, generation, r))
             return None
-        return self._finish(future, self._read_error(path, result.exception))
+        return self._finish(path, future, self._read_error(path, result.exception))
 
     def _exists_read(
         self, future: asyncio.Future[None], path: str, generation: int, result: AsyncResult
     ) -> None:
         if generation != self._generation:
-            return self._finish(future, self._unavailable("ZooKeeper session was lost"))
+            return self._finish(path, future, self._unavailable("ZooKeeper session was lost"))
         if not result.successful():
-            return self._finish(future, self._read_error(path, result.exception))
+            return self._finish(path, future, self._read_error(path, result.exception))
         if result.value is None:
             self._view.put_absent(path)
-            return self._finish(future, None)
+            return self._finish(path, future, None)
         # Created between the two reads: read it again (keeping the same waiters).
         again = self._client.get_async(path, watch=self._on_watch)
         self._when_done(again, lambda r: self._data_read(future, path, generation, r))
@@ -195,23 +200,23 @@ class ZooKeeperSource:
         self, future: asyncio.Future[None], parent: str, generation: int, result: AsyncResult
     ) -> None:
         if generation != self._generation:
-            return self._finish(future, self._unavailable("ZooKeeper session was lost"))
+            return self._finish(
+                parent + CHILDREN, future, self._unavailable("ZooKeeper session was lost")
+            )
         if result.successful():
             self._view.set_children(parent, result.value)
-            return self._finish(future, None)
+            return self._finish(parent + CHILDREN, future, None)
         if isinstance(result.exception, NoNodeError):
             self._view.set_children(parent, [])
             exists = self._client.exists_async(parent, watch=self._on_watch)
             self._when_done(exists, lambda r: None)
-            return self._finish(future, None)
-        return self._finish(future, self._read_error(parent, result.exception))
+            return self._finish(parent + CHILDREN, future, None)
+        return self._finish(parent + CHILDREN, future, self._read_error(parent, result.exception))
 
-    def _finish(self, future: asyncio.Future[None], error: LookupFailure | None) -> None:
+    def _finish(self, path: str, future: asyncio.Future[None], error: LookupFailure | None) -> None:
         """Complete one read's waiters; a newer read of the same path may already be listed."""
-        for path, pending in list(self._inflight.items()):
-            if pending is future:
-                del self._inflight[path]
-                break
+        if self._inflight.get(path) is future:
+            del self._inflight[path]
         if future.done():
             return
         if error is None:
@@ -260,6 +265,8 @@ class ZooKeeperSource:
         self._start_read(path)
         if path.endswith(CHILDREN) and self._loop is not None:
             task = self._loop.create_task(self._fetch_children_after(path))
+            self._tasks.add(task)  # a reference, or the loop may collect it while it runs
+            task.add_done_callback(self._tasks.discard)
             task.add_done_callback(_consume_exception)
 
     async def _fetch_children_after(self, path: str) -> None:

@@ -84,6 +84,10 @@ async def test_a_burst_above_the_limit_is_refused_and_every_accepted_lookup_answ
             http_calls = [asyncio.create_task(http_lookup()) for _ in range(100)]
             await asyncio.sleep(0.5)  # everything above the limit is refused by now
             assert gateway.service.pending == MAX_IN_FLIGHT
+            # Partition metadata counts against the same limit, as in Pulsar.
+            partitions = http_url(gateway, "/admin/v2/persistent/acme/cold/h/partitions")
+            async with http.get(partitions) as partitions_refused:
+                assert partitions_refused.status == 503
         finally:
             frozen_zk.resume()
         outcomes: Counter[str] = Counter()

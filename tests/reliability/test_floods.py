@@ -14,6 +14,7 @@ from http_api.app import build_app
 from http_api.server import HttpServer
 from listeners.embedded_zookeeper import EmbeddedZooKeeper
 from listeners.endpoints import Endpoint, Scheme
+from listeners.protocol import codec
 from listeners.socket_table import SocketSpec
 from lookup.service import LookupService
 from tests.broker_peer import RawClient
@@ -183,3 +184,31 @@ async def test_slowloris_http_clients_are_timed_out(zookeeper: EmbeddedZooKeeper
             http.get(f"http://127.0.0.1:{port}/health") as response,
         ):
             assert response.status == 200
+
+
+async def test_a_client_that_stops_reading_its_answers_is_dropped(
+    zookeeper: EmbeddedZooKeeper,
+) -> None:
+    extra = "keepAliveIntervalSeconds=1\n"
+    async with gateway_on(zookeeper, cluster(owned=OWNED), extra) as gateway:
+        reader, writer = await asyncio.open_connection("127.0.0.1", binary_port(gateway))
+        writer.write(codec.connect("deaf", 21))
+        frame = codec.lookup(TOPICS[0], 1)
+        dropped = False
+        for _ in range(80):  # at most ~20 s; never reading a single answer
+            try:
+                writer.write(frame * 4000)
+                await asyncio.wait_for(writer.drain(), 0.2)
+            except (ConnectionError, TimeoutError):
+                pass
+            if writer.transport.is_closing() or reader.at_eof():
+                dropped = True
+                break
+            await asyncio.sleep(0.05)
+            with contextlib.suppress(ConnectionError, TimeoutError):
+                await asyncio.wait_for(writer.drain(), 0.01)
+            if reader.exception() is not None:
+                dropped = True
+                break
+        writer.close()
+        assert dropped, "a client that never reads kept its connection"

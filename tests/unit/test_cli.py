@@ -70,6 +70,8 @@ def test_lookup_on_the_demo_cluster(capsys: pytest.CaptureFixture[str]) -> None:
 
     code, answer = lookup_json(capsys, "orders")
     assert answer["partitions"] == 4
+    code, answer = lookup_json(capsys, "orders-partition-2")  # a partition is not partitioned
+    assert answer["partitions"] == 0
 
 
 def test_the_demo_cluster_has_an_unowned_bundle(capsys: pytest.CaptureFixture[str]) -> None:

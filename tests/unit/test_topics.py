@@ -111,3 +111,9 @@ def test_parse_raises_only_invalid_topic_name(text: str) -> None:
     except InvalidTopicName:
         return
     assert TopicName.parse(topic.full) == topic
+
+
+def test_a_huge_partition_suffix_is_an_ordinary_name_not_a_crash() -> None:
+    name = "persistent://a/b/t-partition-" + "9" * 5000  # int() refuses 4,300+ digits
+    topic = TopicName.parse(name)
+    assert (topic.partition_index, topic.full) == (-1, name)
