@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from urllib.parse import quote, unquote_plus, urlencode
+from urllib.parse import quote, urlencode
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -36,7 +36,7 @@ from listeners.auth import (
     not_authenticated,
     verified_peer_certificate,
 )
-from lookup.errors import FailureKind, InvalidTopicName, LookupFailure
+from lookup.errors import FailureKind, LookupFailure
 from lookup.resolve import BrokerUrls, LookupAnswer, ResponseKind
 from lookup.selection import ChoiceSource, ListenerChoice
 from lookup.service import LookupService
@@ -248,28 +248,7 @@ def _topic_of_path(raw_path: str, trailing: int) -> TopicName:
     segments = raw_path.split("/")
     end = len(segments) - trailing
     domain, tenant, namespace, local = segments[end - 4 : end]
-    return topic_from_path(domain, tenant, namespace, local)
-
-
-def topic_from_path(
-    raw_domain: str, raw_tenant: str, raw_namespace: str, raw_local: str
-) -> TopicName:
-    """The topic named by raw (percent-encoded) path segments.
-
-    Each is decoded exactly once, as Pulsar's broker decodes it (Java's URLDecoder: `+` is a
-    space, `%2B` a plus; the Java client encodes that way, the C++ client sends `%20` and `%2B`),
-    and a segment that decodes to a slash is refused.
-    """
-    domain, tenant, namespace, local = (
-        unquote_plus(raw) for raw in (raw_domain, raw_tenant, raw_namespace, raw_local)
-    )
-    name = f"{domain}://{tenant}/{namespace}/{local}"
-    if "/" in tenant or "/" in namespace or "/" in local:
-        # A decoded slash would silently make another (v1-style, or wrong) topic name.
-        raise InvalidTopicName(
-            name, "'/' (%2F) is not allowed inside the tenant, namespace or topic path segment"
-        )
-    return TopicName.parse(name)
+    return TopicName.from_rest(domain, tenant, namespace, local)
 
 
 def lookup_data(urls: BrokerUrls) -> dict[str, str]:

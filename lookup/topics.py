@@ -76,10 +76,20 @@ class TopicName:
         return cls._build(domain, tenant, namespace, local, name)
 
     @classmethod
-    def from_rest(cls, domain: str, tenant: str, namespace: str, encoded_topic: str) -> TopicName:
-        """From the path parts of a REST route; the topic part is URL-encoded, and decoded as
-        Pulsar's broker does (Java's URLDecoder: `+` is a space)."""
-        return cls.parse(f"{domain}://{tenant}/{namespace}/{unquote_plus(encoded_topic)}")
+    def from_rest(cls, domain: str, tenant: str, namespace: str, topic: str) -> TopicName:
+        """The topic named by raw (percent-encoded) REST path segments.
+
+        Each is decoded exactly once, as Pulsar's broker decodes it (Java's URLDecoder: `+` is
+        a space, `%2B` a plus), and a segment that decodes to a slash is refused: it would
+        silently name another (v1-style) topic.
+        """
+        parts = [unquote_plus(raw) for raw in (domain, tenant, namespace, topic)]
+        name = "{}://{}/{}/{}".format(*parts)
+        if any("/" in part for part in parts[1:]):
+            raise InvalidTopicName(
+                name, "'/' (%2F) is not allowed inside the tenant, namespace or topic path segment"
+            )
+        return cls.parse(name)
 
     @classmethod
     def _build(

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from http_api.app import lookup_data, redirect_location, topic_from_path
+from http_api.app import lookup_data, redirect_location
 from http_api.errors import STATUS, failure_response
 from lookup.bundles import BundleRange
 from lookup.errors import FailureKind, InvalidTopicName, LookupFailure
@@ -136,7 +136,7 @@ def test_redirect_without_any_http_url_is_no_broker() -> None:
     ],
 )  # fmt: skip
 def test_topic_from_path(raw: tuple[str, str, str, str], full: str) -> None:
-    assert topic_from_path(*raw).full == full
+    assert TopicName.from_rest(*raw).full == full
 
 
 @pytest.mark.parametrize(
@@ -152,4 +152,4 @@ def test_topic_from_path(raw: tuple[str, str, str, str], full: str) -> None:
 )
 def test_topic_from_path_refuses(raw: tuple[str, str, str, str]) -> None:
     with pytest.raises(InvalidTopicName):
-        topic_from_path(*raw)
+        TopicName.from_rest(*raw)
