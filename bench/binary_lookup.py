@@ -22,7 +22,6 @@ import io
 import logging
 import multiprocessing
 import pstats
-import resource
 import struct
 import tempfile
 import time
@@ -32,6 +31,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, cast
 
+from bench.common import cpu_seconds
 from listeners.binary_server import BinaryServer, BinarySettings
 from listeners.endpoints import Endpoint, Scheme
 from listeners.protocol import codec
@@ -151,14 +151,14 @@ async def _serve_async(kind: str, snapshot: str, pipe: Connection, profile: str 
         nonlocal cpu_at_begin
         message = pipe.recv()
         if message == "begin":
-            cpu_at_begin = _cpu_seconds()
+            cpu_at_begin = cpu_seconds()
             if profiler is not None:
                 profiler.enable()
         elif message == "end":
             if profiler is not None and profile is not None:
                 profiler.disable()
                 profiler.dump_stats(profile)
-            pipe.send(_cpu_seconds() - cpu_at_begin)
+            pipe.send(cpu_seconds() - cpu_at_begin)
         elif message == "stop" and not stop.done():
             stop.set_result(None)
 
@@ -172,11 +172,6 @@ async def _serve_async(kind: str, snapshot: str, pipe: Connection, profile: str 
         await source.close()
     else:
         baseline.close()
-
-
-def _cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 # --- the load generator (this process) --------------------------------------------------------
@@ -309,10 +304,10 @@ async def _measure(
         await asyncio.sleep(args.warmup)
         parent.send("begin")
         tally.recording = True
-        started, client_cpu = time.perf_counter(), _cpu_seconds()
+        started, client_cpu = time.perf_counter(), cpu_seconds()
         await asyncio.sleep(args.duration)
         tally.recording = False
-        elapsed, client_cpu = time.perf_counter() - started, _cpu_seconds() - client_cpu
+        elapsed, client_cpu = time.perf_counter() - started, cpu_seconds() - client_cpu
         parent.send("end")
         cpu = await loop.run_in_executor(None, _recv, parent, 60.0)
         for conn in connections:

@@ -29,7 +29,6 @@ import asyncio
 import contextlib
 import logging
 import multiprocessing
-import resource
 import ssl
 import struct
 import tempfile
@@ -40,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.binary_lookup import cluster_snapshot
+from bench.common import cpu_seconds
 from http_api.app import build_app
 from http_api.server import HttpServer
 from listeners.binary_server import BinaryServer, BinarySettings
@@ -136,9 +136,9 @@ async def _serve_async(snapshot: str, certs: dict[str, str], pipe: Connection) -
         nonlocal cpu_at_begin
         message = pipe.recv()
         if message == "begin":
-            cpu_at_begin = _cpu_seconds()
+            cpu_at_begin = cpu_seconds()
         elif message == "end":
-            pipe.send(_cpu_seconds() - cpu_at_begin)
+            pipe.send(cpu_seconds() - cpu_at_begin)
         elif message == "stop" and not stop.done():
             stop.set_result(None)
 
@@ -149,11 +149,6 @@ async def _serve_async(snapshot: str, certs: dict[str, str], pipe: Connection) -
     for server in servers.values():
         await server.stop(timeout=5)
     await source.close()
-
-
-def _cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 # --- the load generator (this process) ---------------------------------------------------------
@@ -277,10 +272,10 @@ async def _measure(
     await asyncio.sleep(args.warmup)
     parent.send("begin")
     tally.recording = True
-    started, client_cpu = time.perf_counter(), _cpu_seconds()
+    started, client_cpu = time.perf_counter(), cpu_seconds()
     await asyncio.sleep(args.duration)
     tally.recording = False
-    elapsed, client_cpu = time.perf_counter() - started, _cpu_seconds() - client_cpu
+    elapsed, client_cpu = time.perf_counter() - started, cpu_seconds() - client_cpu
     parent.send("end")
     cpu = await loop.run_in_executor(None, _recv, parent, 60.0)
     running.clear()

@@ -9,14 +9,11 @@ permission on the topic, ends in a client error within a bounded time, and no br
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import functools
-import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import jwt
 import pytest
@@ -34,20 +31,17 @@ from lookup.service import LookupService
 from lookup.snapshot import write_snapshot
 from tests.broker_peer import BrokerPeer
 from tests.clusters import cluster, topic_in_range
+from tests.e2e import clients
+from tests.e2e.clients import OPERATION_TIMEOUT, in_thread
 
 pulsar = pytest.importorskip("pulsar")
 
 pytestmark = pytest.mark.e2e
 
-T = TypeVar("T")
 SECRET = bytes(range(32))
 OWNED_BUNDLES = ("0x00000000_0x40000000", "0x40000000_0x80000000", "0x80000000_0xc0000000")
 TOPIC = topic_in_range(0x00000000, 0xC0000000)  # owned by b1
-OPERATION_TIMEOUT = 5  # the client's own bound on each operation
 FAILING_TIMEOUT = 2  # a refused client may retry until this; keeps the suite short
-BOUND = 60.0  # our bound on a client call
-QUIET = logging.getLogger("tests.e2e.pulsar_client_auth")
-QUIET.setLevel(logging.CRITICAL)
 
 
 def token(role: str, secret: bytes = SECRET) -> str:
@@ -135,12 +129,6 @@ async def gateway(tmp_path: Path) -> AsyncIterator[Gateway]:
         yield Gateway(binary, http, external, internal, service, registry)
 
 
-async def in_thread(call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    return await asyncio.wait_for(
-        asyncio.to_thread(functools.partial(call, *args, **kwargs)), BOUND
-    )
-
-
 def produce(
     url: str,
     topic: str,
@@ -148,24 +136,10 @@ def produce(
     timeout: int = OPERATION_TIMEOUT,
     **options: Any,
 ) -> str:
-    """Create a producer with the real client (blocking) and close it; the topic it got."""
+    """A producer with the real client, authenticating with `auth_token` if given."""
     if auth_token is not None:
         options["authentication"] = pulsar.AuthenticationToken(auth_token)
-    client = pulsar.Client(
-        url,
-        operation_timeout_seconds=timeout,
-        connection_timeout_ms=5000,
-        logger=QUIET,
-        **options,
-    )
-    try:
-        producer = client.create_producer(topic)
-        try:
-            return str(producer.topic())
-        finally:
-            producer.close()
-    finally:
-        client.close()
+    return clients.produce(url, topic, timeout=timeout, **options)
 
 
 def url_of(gateway: Gateway, protocol: str) -> str:

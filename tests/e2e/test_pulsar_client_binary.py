@@ -9,15 +9,12 @@ gateway and the peers. Every client call is bounded by its operation timeout and
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import functools
-import logging
 import ssl
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pulsar
 import pytest
@@ -31,16 +28,19 @@ from lookup.service import LookupService
 from lookup.snapshot import write_snapshot
 from tests.broker_peer import BrokerPeer
 from tests.clusters import cluster, topic_in_range
+from tests.e2e.clients import (
+    in_thread,
+    partitions,
+    produce,
+    reached,
+)
 
 pytestmark = pytest.mark.e2e
 
-T = TypeVar("T")
 OWNED_BUNDLES = ("0x00000000_0x40000000", "0x40000000_0x80000000", "0x80000000_0xc0000000")
 OWNED_TOPIC = topic_in_range(0x00000000, 0xC0000000)  # owned by b1
 UNOWNED_TOPIC = topic_in_range(0xC0000000, 0xFFFFFFFF)  # nobody: redirect to the leader, b2
 PARTITIONED = "persistent://public/default/orders"
-OPERATION_TIMEOUT = 5  # seconds, the client's own bound on each operation
-BOUND = 60.0  # our bound on a client call, far above its operation timeout
 
 # Where each peer listens: the owner's listeners and default URL, and the leader's listeners.
 PEER_HOSTS = {
@@ -56,9 +56,6 @@ SOCKETS: dict[str, tuple[str, str | None]] = {
     "internal": ("127.0.0.1", "internal"),
     "external": ("127.0.0.2", "external"),
 }
-
-QUIET = logging.getLogger("tests.e2e.pulsar_client")
-QUIET.setLevel(logging.WARNING)
 
 
 def snapshot(peers: dict[str, BrokerPeer]) -> dict[str, Any]:
@@ -136,42 +133,6 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
         }
         await stack.enter_async_context(running(*servers.values()))
         yield World(peers, servers, service)
-
-
-async def in_thread(call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    return await asyncio.wait_for(
-        asyncio.to_thread(functools.partial(call, *args, **kwargs)), BOUND
-    )
-
-
-def new_client(url: str, **options: Any) -> pulsar.Client:
-    options.setdefault("operation_timeout_seconds", OPERATION_TIMEOUT)
-    return pulsar.Client(url, connection_timeout_ms=5000, logger=QUIET, **options)
-
-
-def produce(url: str, topic: str, **options: Any) -> str:
-    """Create a producer (which needs a broker: a test peer) and close it; the topic it got."""
-    client = new_client(url, **options)
-    try:
-        producer = client.create_producer(topic)
-        try:
-            return str(producer.topic())
-        finally:
-            producer.close()
-    finally:
-        client.close()
-
-
-def partitions(url: str, topic: str) -> list[str]:
-    client = new_client(url)
-    try:
-        return list(client.get_topic_partitions(topic))
-    finally:
-        client.close()
-
-
-def reached(peer: BrokerPeer, topic: str) -> bool:
-    return "CONNECT" in peer.types_seen() and topic in peer.producer_topics()
 
 
 # (a) -------------------------------------------------------------------------------------------
@@ -271,7 +232,7 @@ async def test_an_unknown_listener_name_ends_in_a_client_error(world: World) -> 
             world.url("external"),
             OWNED_TOPIC,
             listener_name="nope",
-            operation_timeout_seconds=2,
+            timeout=2,
         )
     assert world.sample(
         "pulsar_broker_lookup_failures_total",

@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import itertools
-import logging
 import shutil
 import ssl
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pulsar
 import pytest
@@ -33,19 +31,16 @@ from listeners.gateway import Gateway
 from lookup.snapshot import write_snapshot
 from tests.broker_peer import BrokerPeer
 from tests.clusters import FOUR_BUNDLES, cluster, topic_in_range
+from tests.e2e import clients
+from tests.e2e.clients import in_thread
 from tests.waiting import eventually
 from tls.devcerts import DevCA, DevCerts, certificate_pem, key_pem, write_dev_certs
 
 pytestmark = pytest.mark.e2e
 
-T = TypeVar("T")
 TOPIC = topic_in_range(0x00000000, 0xFFFFFFFF)
 OWNED = {f"{lower}_{upper}": 1 for lower, upper in itertools.pairwise(FOUR_BUNDLES)}
-BOUND = 60.0  # our bound on one client call, far above its own timeouts
 RELOAD_WAIT = 15.0
-
-QUIET = logging.getLogger("tests.e2e.pulsar_client_tls")
-QUIET.setLevel(logging.WARNING)
 
 
 def bundle(path: Path, *certificate_files: Path) -> Path:
@@ -132,31 +127,10 @@ async def world(setup: Setup, tmp_path: Path, extra: str = "") -> AsyncIterator[
             await gateway.stop()
 
 
-async def in_thread(call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    return await asyncio.wait_for(
-        asyncio.to_thread(functools.partial(call, *args, **kwargs)), BOUND
-    )
-
-
 def produce(url: str, trust: str, timeout: int = 10, **options: Any) -> str:
-    """Create a producer (the peer answers it) and close it; the topic the producer got."""
+    """A producer through a TLS URL, trusting `trust`, with host names verified."""
     options.setdefault("tls_validate_hostname", True)
-    client = pulsar.Client(
-        url,
-        operation_timeout_seconds=timeout,
-        connection_timeout_ms=5000,
-        logger=QUIET,
-        tls_trust_certs_file_path=trust,
-        **options,
-    )
-    try:
-        producer = client.create_producer(TOPIC)
-        try:
-            return str(producer.topic())
-        finally:
-            producer.close()
-    finally:
-        client.close()
+    return clients.produce(url, TOPIC, timeout=timeout, tls_trust_certs_file_path=trust, **options)
 
 
 def lookups(gateway: Gateway, protocol: str) -> float:

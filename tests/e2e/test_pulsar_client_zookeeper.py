@@ -23,7 +23,7 @@ from listeners.gateway import Gateway
 from lookup.zk_admin import encode, seed
 from tests.broker_peer import BrokerPeer
 from tests.clusters import cluster, topic_in_range
-from tests.e2e.test_pulsar_client_binary import in_thread, produce, reached
+from tests.e2e.clients import in_thread, produce, reached
 from tests.waiting import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.zookeeper]
