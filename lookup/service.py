@@ -59,6 +59,8 @@ class LookupService:
         self.max_concurrent = max_concurrent
         self.metrics = metrics or LookupMetrics()
         self.metrics.watch_source(lambda: self.source.status())
+        # Read at scrape time: two locked updates per lookup cost more than the lookup itself.
+        self.metrics.pending.set_function(lambda: float(self.pending))
         self.pending = 0
         # Listener names come from clients: label only declared ones, so metrics stay bounded.
         self.declared_listeners = (
@@ -100,7 +102,6 @@ class LookupService:
         started = time.perf_counter()
         self._admit(labels)
         self.pending += 1
-        self.metrics.pending.inc()
         try:
             if role is not None and self.authorizer is not None:
                 await self.authorize(topic, role)
@@ -119,7 +120,6 @@ class LookupService:
             raise
         finally:
             self.pending -= 1
-            self.metrics.pending.dec()
         latency, answers, redirects = self._series_for(labels)
         latency.observe(time.perf_counter() - started)
         (answers if answer.response is ResponseKind.CONNECT else redirects).inc()
@@ -195,7 +195,6 @@ class LookupService:
         and authorized like lookups."""
         self._admit(None)
         self.pending += 1
-        self.metrics.pending.inc()
         try:
             name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
             if role is not None:
@@ -203,7 +202,6 @@ class LookupService:
             return await self._read(lambda view: read(name, view))
         finally:
             self.pending -= 1
-            self.metrics.pending.dec()
 
     def _admit(self, labels: tuple[str, str, str] | None) -> None:
         if self.pending >= self.max_concurrent:
