@@ -141,9 +141,12 @@ class ClusterView:
     def _put(self, path: str, node: _Node) -> None:
         self._raw[path] = node
         self._absent.discard(path)
-        if self.complete:
-            parent, _, name = path.rpartition("/")
-            self._children.setdefault(parent or "/", set()).add(name)
+        if self.complete:  # a snapshot lists every ancestor's children, as ZooKeeper would
+            child = path
+            while child not in ("", "/"):
+                parent, _, name = child.rpartition("/")
+                self._children.setdefault(parent or "/", set()).add(name)
+                child = parent
         self._changed(path)
 
     def put_absent(self, path: str) -> None:
@@ -202,6 +205,21 @@ class ClusterView:
         stored.parsed[parser] = parsed
         return parsed
 
+    def has_child(self, parent: str, name: str) -> bool:
+        """Whether `parent`'s children list (read and watched once per parent) names `name`."""
+        names = self._children.get(parent)
+        if names is None:
+            if self.complete:
+                return False
+            raise NodeNotLoaded(parent + "/")
+        return name in names
+
+    def listed(self, path: str) -> bool:
+        """Whether `path` exists by its parent's children list. Names come from clients: a name
+        nobody created is answered from the parent's list, with no read or watch of its own."""
+        parent, _, name = path.rpartition("/")
+        return self.has_child(parent, name)
+
     def children(self, path: str) -> list[str]:
         names = self._children.get(path)
         if names is None:
@@ -209,6 +227,9 @@ class ClusterView:
                 return []
             raise NodeNotLoaded(path + "/")
         return sorted(names)
+
+    def lists_children_of(self, path: str) -> bool:
+        return path in self._children
 
     def known_paths(self) -> list[str]:
         """Every path the view holds something about: present, known absent, and the parents
@@ -243,7 +264,12 @@ class ClusterView:
         return self.node(LEADER_PATH, parse_leader)
 
     def policies(self, namespace: NamespaceName) -> NamespacePolicies | None:
-        return self.node(policies_path(namespace), parse_policies)
+        """None when the namespace does not exist (checked through the tenants' and the
+        tenant's children lists first)."""
+        path = policies_path(namespace)
+        if not self.listed(tenant_path(namespace.tenant)) or not self.listed(path):
+            return None
+        return self.node(path, parse_policies)
 
     def tenant(self, tenant: str) -> TenantInfo | None:
         """The tenant's TenantInfo (admin roles); None if the tenant node does not exist or
@@ -285,5 +311,8 @@ class ClusterView:
         return self.node(ownership_path(namespace, bundle_name), parse_ownership)
 
     def partitions(self, topic: TopicName) -> int:
-        data = self.node(partitioned_path(topic), parse_partitioned)
+        path = partitioned_path(topic)
+        if not self.listed(path):  # one children watch per namespace and domain
+            return 0
+        data = self.node(path, parse_partitioned)
         return 0 if data is None else data.partitions

@@ -122,8 +122,8 @@ class ZooKeeperSource:
         if not done:
             raise self._unavailable(f"reading {path} from ZooKeeper timed out")
         future.result()  # the read's LookupFailure, if it failed
-        if path.endswith(CHILDREN):
-            await self._fetch_children_data(path[: -len(CHILDREN)])
+        if path == BROKERS_ROOT + CHILDREN:
+            await self._fetch_children_data(BROKERS_ROOT)
 
     async def _fetch_children_data(self, parent: str) -> None:
         # A lookup that lists brokers reads every registration: read them together.
@@ -257,13 +257,14 @@ class ZooKeeperSource:
             self._refresh(event.path + CHILDREN)
         elif event.type in ("CREATED", "CHANGED", "DELETED"):
             self._refresh(event.path)
-            if event.type == "CREATED" and event.path == BROKERS_ROOT:
-                self._refresh(BROKERS_ROOT + CHILDREN)
+            if event.type != "CHANGED" and self._view.lists_children_of(event.path):
+                # A parent whose children decide existence appeared or went: list it again.
+                self._refresh(event.path + CHILDREN)
 
     def _refresh(self, path: str) -> None:
         """Re-read a node a watch said changed; the cache serves the old value until then."""
         self._start_read(path)
-        if path.endswith(CHILDREN) and self._loop is not None:
+        if path == BROKERS_ROOT + CHILDREN and self._loop is not None:
             task = self._loop.create_task(self._fetch_children_after(path))
             self._tasks.add(task)  # a reference, or the loop may collect it while it runs
             task.add_done_callback(self._tasks.discard)

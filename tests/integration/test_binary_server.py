@@ -22,7 +22,6 @@ from listeners.protocol.codec import BaseCommand, LookupType, ServerError
 from listeners.protocol.pulsar_api_pb2 import CommandPartitionedTopicMetadataResponse
 from listeners.socket_table import SocketSpec
 from lookup.file_source import FileSource
-from lookup.model import BROKERS_ROOT
 from lookup.service import LookupService
 from lookup.snapshot import write_snapshot
 from lookup.source import MetadataSource, SourceStatus
@@ -85,10 +84,15 @@ class GatedSource:
         for path, content in self.nodes.items():
             if path not in self.slow:
                 self._view.put_json(path, content)
-        self._view.set_children(
-            BROKERS_ROOT,
-            [p.rsplit("/", 1)[1] for p in self.nodes if p.startswith(BROKERS_ROOT + "/")],
-        )
+        # Every parent's children, as ZooKeeper lists them (existence is decided from them).
+        children: dict[str, set[str]] = {}
+        for path in self.nodes:
+            while path.count("/") > 1:
+                parent, _, name = path.rpartition("/")
+                children.setdefault(parent, set()).add(name)
+                path = parent
+        for parent, names in children.items():
+            self._view.set_children(parent, names)
 
     @property
     def view(self) -> ClusterView:

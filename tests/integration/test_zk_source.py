@@ -187,9 +187,26 @@ async def test_concurrent_misses_share_one_read(running: LookupService) -> None:
     before = source.reads
     answers = await asyncio.gather(*(running.lookup(IN_LAST, EXTERNAL, "test") for _ in range(50)))
     assert {a.broker_id for a in answers} == {broker_id(1)}
-    # policies are warm from the first fixture lookup? No: nothing was looked up yet. The
-    # nodes read are policies, local-policies and the one ownership node, once each.
-    assert source.reads - before == 3
+    # Nothing was looked up yet. Read once each: the tenants' list, the tenant's namespaces,
+    # the policies, the local policies and the one ownership node.
+    assert source.reads - before == 5
+
+
+async def test_made_up_names_cost_no_zookeeper_reads(running: LookupService) -> None:
+    """Names come from clients: a tenant, namespace or partitioned topic nobody created is
+    answered from its parent's (watched) children list, with no read or watch of its own."""
+    source = running.source
+    assert isinstance(source, ZooKeeperSource)
+    await running.lookup(IN_FIRST, EXTERNAL, "test")  # lists tenants, namespaces
+    await running.partitions(IN_FIRST)  # lists the namespace's partitioned topics
+    before = source.reads
+    for n in range(100):
+        for topic in (f"persistent://made-up-{n}/ns/t", f"persistent://public/made-up-{n}/t"):
+            with pytest.raises(LookupFailure) as info:
+                await running.lookup(topic, EXTERNAL, "test")
+            assert info.value.kind is FailureKind.NAMESPACE_NOT_FOUND
+        assert await running.partitions(f"persistent://public/default/made-up-{n}") == 0
+    assert source.reads == before
 
 
 async def test_a_malformed_znode_fails_only_the_lookups_that_need_it(
@@ -237,7 +254,7 @@ async def test_zookeeper_down_serves_cache_fails_fast_then_recovers(
     private_zk: EmbeddedZooKeeper,
 ) -> None:
     admin = admin_client(private_zk)
-    seed(admin, cluster(owned={FIRST: 1}))
+    seed(admin, cluster(owned={FIRST: 1}) | {"/admin/policies/acme/x": {}})  # never read
     admin.stop()
     source = source_for(private_zk.connect_string, "", session_timeout=30.0)
     await source.start()

@@ -51,7 +51,8 @@ async def test_cached_answers_flow_while_zookeeper_is_down_and_recover_after(
     zookeeper_to_kill: EmbeddedZooKeeper,
 ) -> None:
     zk = zookeeper_to_kill
-    async with gateway_on(zk, cluster(owned=OWNED)) as gateway, aiohttp.ClientSession() as http:
+    nodes = cluster(owned=OWNED) | {"/admin/policies/acme/never-read": {}}
+    async with gateway_on(zk, nodes) as gateway, aiohttp.ClientSession() as http:
         port, ready = binary_port(gateway), http_url(gateway, "/ready")
         for topic in CACHED:  # warm the cache
             await gateway.service.lookup(topic, gateway.service.choose(), "warm-up")
@@ -73,7 +74,7 @@ async def test_cached_answers_flow_while_zookeeper_is_down_and_recover_after(
         await asyncio.sleep(scale(1.0, 10.0))  # load keeps running against the cache
 
         # A lookup that needs a node the cache never read fails, and fails fast.
-        uncached = "persistent://public/default-never-read/t"
+        uncached = "persistent://acme/never-read/t"  # exists, but nothing of acme was read
         async with await RawClient.open("127.0.0.1", port) as client:
             await client.handshake()
             started = time.perf_counter()

@@ -158,6 +158,13 @@ def test_lookup_needs_produce_or_consume() -> None:
     assert grants(auth, "a", topic, actions={"sinks"})
 
 
+def list_namespace(view: ClusterView) -> None:
+    """What the ZooKeeper source learns from the children lists of the policies' parents."""
+    tenant, namespace = POLICIES.rsplit("/", 2)[-2:]
+    view.set_children("/admin/policies", [tenant])
+    view.set_children(f"/admin/policies/{tenant}", [namespace])
+
+
 def test_reads_only_what_it_needs_from_a_partial_view() -> None:
     """A superuser reads nothing; a granted role reads the policies only; anyone else the
     tenant node too. A partial view asks for what it lacks (the ZooKeeper source then fetches
@@ -166,6 +173,10 @@ def test_reads_only_what_it_needs_from_a_partial_view() -> None:
     authorizer = LookupAuthorizer(frozenset({"root"}))
     view = ClusterView(complete=False)
     authorizer.check("root", topic, view)
+    with pytest.raises(NodeNotLoaded) as missing:
+        authorizer.check("alice", topic, view)
+    assert missing.value.path == "/admin/policies/"  # namespace existence: the parents' lists
+    list_namespace(view)
     with pytest.raises(NodeNotLoaded) as missing:
         authorizer.check("alice", topic, view)
     assert missing.value.path == POLICIES
@@ -230,6 +241,7 @@ def test_policies_and_tenant_models() -> None:
 def test_a_tenant_node_without_data_has_no_admins() -> None:
     """ZooKeeper parents created on the way to a namespace node hold no data."""
     view = ClusterView(complete=False)
+    list_namespace(view)
     view.put_json(POLICIES, policies())
     view.put_bytes(TENANT, b"")
     assert view.tenant("acme") is None
