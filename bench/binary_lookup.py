@@ -31,7 +31,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, cast
 
-from bench.common import cpu_seconds
+from bench.common import cpu_seconds, percentile
 from listeners.binary_server import BinaryServer, BinarySettings
 from listeners.endpoints import Endpoint, Scheme
 from listeners.protocol import codec
@@ -267,13 +267,6 @@ class Result:
     failed: int
 
 
-def _percentile(values: list[float], fraction: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
-
-
 async def _measure(
     kind: str,
     snapshot: Path,
@@ -317,8 +310,8 @@ async def _measure(
         return Result(
             kind,
             tally.answered / elapsed,
-            _percentile(latencies, 0.50) * 1000,
-            _percentile(latencies, 0.99) * 1000,
+            percentile(latencies, 0.50) * 1000,
+            percentile(latencies, 0.99) * 1000,
             cpu / count * 1e6,
             client_cpu / count * 1e6,
             tally.failed,

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.binary_lookup import cluster_snapshot
-from bench.common import cpu_seconds
+from bench.common import cpu_seconds, percentile
 from http_api.app import build_app
 from http_api.server import HttpServer
 from listeners.binary_server import BinaryServer, BinarySettings
@@ -238,13 +238,6 @@ class Result:
     failed: int
 
 
-def _percentile(values: list[float], fraction: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
-
-
 def _client_context(ca: Path, version: ssl.TLSVersion | None) -> ssl.SSLContext | None:
     if version is None:
         return None
@@ -284,8 +277,8 @@ async def _measure(
     return Result(
         target,
         tally.done / elapsed,
-        _percentile(tally.latencies, 0.50) * 1000,
-        _percentile(tally.latencies, 0.99) * 1000,
+        percentile(tally.latencies, 0.50) * 1000,
+        percentile(tally.latencies, 0.99) * 1000,
         cpu / count * 1e6,
         client_cpu / count * 1e6,
         tally.failed,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import socket
 import ssl
@@ -113,9 +114,7 @@ class HttpServer:
 
     @property
     def url(self) -> str:
-        host = self.spec.endpoint.host
-        host = f"[{host}]" if ":" in host else host
-        return f"{self.spec.endpoint.scheme.value}://{host}:{self.port}"
+        return dataclasses.replace(self.spec.endpoint, port=self.port).url
 
     async def start(self) -> None:
         if self._runner is not None:
