@@ -1,6 +1,6 @@
 """Binary lookups per second and latency with many concurrent pipelined connections, against
 (a) the gateway's BinaryServer on a FileSource snapshot and (b) a baseline asyncio server that
-answers every LOOKUP frame with one pre-encoded response, measured in the same run (issue 4).
+answers every LOOKUP frame with one pre-encoded response, measured in the same run.
 
     .venv/bin/python -m bench.binary_lookup [--connections 64] [--depth 16] [--duration 5]
                                             [--profile gateway.pstats]
@@ -29,47 +29,22 @@ from collections import deque
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
-from bench.common import cpu_seconds, percentile
+from bench.common import cluster_snapshot, cpu_seconds, percentile, receive
 from listeners.binary_server import BinaryServer, BinarySettings
 from listeners.endpoints import Endpoint, Scheme
 from listeners.protocol import codec
 from listeners.protocol.codec import BaseCommand, LookupType
 from listeners.socket_table import SocketSpec
-from lookup.bundles import NamespaceBundles
-from lookup.file_source import FileSource
 from lookup.service import LookupService
-from lookup.snapshot import write_snapshot
-from tests.clusters import broker_node, ownership_node
+from metadata_store.file import FileSource
 
 HOST = "127.0.0.1"
-NAMESPACES = 10
-BUNDLES_PER_NAMESPACE = 64
-BROKERS = 20
-TOPICS = 2000
 _HEADER = struct.Struct(">I")
 
 
 # --- the cluster and the servers (child processes) ---------------------------------------------
-
-
-def cluster_snapshot(path: Path) -> list[str]:
-    """Write a snapshot with every bundle owned; return the topics the load asks for."""
-    nodes: dict[str, Any] = {}
-    for i in range(1, BROKERS + 1):
-        nodes[f"/loadbalance/brokers/b{i}:8080"] = broker_node(i, usage=i / BROKERS)
-    nodes["/loadbalance/leader"] = {"brokerId": "b1:8080"}
-    bundles = NamespaceBundles.equal(BUNDLES_PER_NAMESPACE)
-    boundaries = [f"0x{b:08x}" for b in bundles.boundaries]
-    for n in range(NAMESPACES):
-        nodes[f"/admin/policies/bench/ns{n}"] = {
-            "bundles": {"boundaries": boundaries, "numBundles": BUNDLES_PER_NAMESPACE}
-        }
-        for j, name in enumerate(bundles.names()):
-            nodes[f"/namespace/bench/ns{n}/{name}"] = ownership_node((n + j) % BROKERS + 1)
-    write_snapshot(path, nodes)
-    return [f"persistent://bench/ns{t % NAMESPACES}/topic-{t}" for t in range(TOPICS)]
 
 
 class _Baseline(asyncio.Protocol):
@@ -284,7 +259,7 @@ async def _measure(
     process.start()
     loop = asyncio.get_running_loop()
     try:
-        port = await loop.run_in_executor(None, _recv, parent, 60.0)
+        port = await loop.run_in_executor(None, receive, parent, 60.0)
         tally = Tally()
         connections: list[_LoadConnection] = []
         for c in range(args.connections):
@@ -302,7 +277,7 @@ async def _measure(
         tally.recording = False
         elapsed, client_cpu = time.perf_counter() - started, cpu_seconds() - client_cpu
         parent.send("end")
-        cpu = await loop.run_in_executor(None, _recv, parent, 60.0)
+        cpu = await loop.run_in_executor(None, receive, parent, 60.0)
         for conn in connections:
             conn.close()
         latencies = tally.latencies or []
@@ -321,12 +296,6 @@ async def _measure(
         await loop.run_in_executor(None, process.join, 30)
         if process.is_alive():
             process.terminate()
-
-
-def _recv(pipe: Connection, timeout: float) -> Any:
-    if not pipe.poll(timeout):
-        raise TimeoutError("the server process did not answer")
-    return pipe.recv()
 
 
 async def run(args: argparse.Namespace) -> list[Result]:

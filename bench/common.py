@@ -3,6 +3,19 @@
 from __future__ import annotations
 
 import resource
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from lookup.bundles import NamespaceBundles
+from metadata_store.snapshot import write_snapshot
+from metadata_store.synthetic import broker_node, ownership_node
+
+# The cluster of the lookup benchmarks: every bundle owned.
+NAMESPACES = 10
+BUNDLES_PER_NAMESPACE = 64
+BROKERS = 20
+TOPICS = 2000
 
 
 def cpu_seconds() -> float:
@@ -18,3 +31,28 @@ def percentile(values: list[float], fraction: float) -> float:
         return float("nan")
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def cluster_snapshot(path: Path) -> list[str]:
+    """Write a snapshot with every bundle owned; return the topics the load asks for."""
+    nodes: dict[str, Any] = {}
+    for i in range(1, BROKERS + 1):
+        nodes[f"/loadbalance/brokers/b{i}:8080"] = broker_node(i, usage=i / BROKERS)
+    nodes["/loadbalance/leader"] = {"brokerId": "b1:8080"}
+    bundles = NamespaceBundles.equal(BUNDLES_PER_NAMESPACE)
+    boundaries = [f"0x{b:08x}" for b in bundles.boundaries]
+    for n in range(NAMESPACES):
+        nodes[f"/admin/policies/bench/ns{n}"] = {
+            "bundles": {"boundaries": boundaries, "numBundles": BUNDLES_PER_NAMESPACE}
+        }
+        for j, name in enumerate(bundles.names()):
+            nodes[f"/namespace/bench/ns{n}/{name}"] = ownership_node((n + j) % BROKERS + 1)
+    write_snapshot(path, nodes)
+    return [f"persistent://bench/ns{t % NAMESPACES}/topic-{t}" for t in range(TOPICS)]
+
+
+def receive(pipe: Connection, timeout: float) -> Any:
+    """The next message from a server child process; TimeoutError when none comes in time."""
+    if not pipe.poll(timeout):
+        raise TimeoutError("the server process did not answer")
+    return pipe.recv()

@@ -1,5 +1,5 @@
 """HTTP lookups per second and p99 latency: the gateway's lookup route against a baseline aiohttp
-handler that returns the same body without doing anything, measured in the same run (issue 5).
+handler that returns the same body without doing anything, measured in the same run.
 
     .venv/bin/python -m bench.http_lookup [--duration 5] [--connections 32]
                                           [--generator auto|wrk|aiohttp] [--no-write]
@@ -38,9 +38,9 @@ from http_api.app import build_app
 from http_api.server import HttpServer
 from listeners.endpoints import Endpoint, Scheme
 from listeners.socket_table import SocketSpec
-from lookup.file_source import FileSource
 from lookup.service import LookupService
-from tests.clusters import cluster, topic_in_range
+from metadata_store.file import FileSource
+from metadata_store.synthetic import cluster, topic_in_range
 
 OWNED = {
     "0x00000000_0x40000000": 1,
@@ -322,7 +322,7 @@ def main(argv: list[str]) -> int:
                 "",
                 *rows,
                 "",
-                "Goal (issue 5): at least 0.7 of the baseline's requests/s. With the aiohttp "
+                "Goal: at least 0.7 of the baseline's requests/s. With the aiohttp "
                 "client generator (no wrk) the client, not the server, limits requests/s: read "
                 "the CPU ratio then.",
             ],

@@ -1,5 +1,5 @@
 """The price of TLS on a NEW connection: TCP connect + TLS handshake + first lookup, against the
-same first lookup over plaintext, measured in the same run (issue 6).
+same first lookup over plaintext, measured in the same run.
 
     .venv/bin/python -m bench.tls_handshake [--duration 3] [--concurrency 8]
 
@@ -38,21 +38,20 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from bench.binary_lookup import cluster_snapshot
-from bench.common import cpu_seconds, percentile
+from bench.common import cluster_snapshot, cpu_seconds, percentile, receive
 from http_api.app import build_app
 from http_api.server import HttpServer
 from listeners.binary_server import BinaryServer, BinarySettings
-from listeners.config import TlsSettings
 from listeners.endpoints import Endpoint, Scheme
 from listeners.protocol import codec
 from listeners.protocol.codec import BaseCommand, LookupType
 from listeners.socket_table import SocketSpec
-from lookup.file_source import FileSource
 from lookup.service import LookupService
+from metadata_store.file import FileSource
 from tls.devcerts import write_dev_certs
 from tls.material import PemFiles
 from tls.reload import ListenerTls
+from tls.settings import TlsSettings
 
 HOST = "127.0.0.1"
 LISTENER = "external"
@@ -88,14 +87,6 @@ def _tls(certs: Path) -> ListenerTls:
     settings = TlsSettings(
         certificate_file=str(certs / "server.crt"),
         key_file=str(certs / "server.key"),
-        key_password=None,
-        trust_certs_file=None,
-        key_store_type="PEM",
-        key_store=None,
-        key_store_password=None,
-        require_client_cert=False,
-        protocols=(),
-        ciphers=(),
         refresh_seconds=0,
     )
     return ListenerTls(LISTENER, settings, PemFiles(certs / "server.crt", certs / "server.key"))
@@ -270,7 +261,7 @@ async def _measure(
     tally.recording = False
     elapsed, client_cpu = time.perf_counter() - started, cpu_seconds() - client_cpu
     parent.send("end")
-    cpu = await loop.run_in_executor(None, _recv, parent, 60.0)
+    cpu = await loop.run_in_executor(None, receive, parent, 60.0)
     running.clear()
     await asyncio.wait_for(asyncio.gather(*workers), 60)
     count = max(tally.done + tally.failed, 1)
@@ -283,12 +274,6 @@ async def _measure(
         client_cpu / count * 1e6,
         tally.failed,
     )
-
-
-def _recv(pipe: Connection, timeout: float) -> Any:
-    if not pipe.poll(timeout):
-        raise TimeoutError("the server process did not answer")
-    return pipe.recv()
 
 
 async def run(args: argparse.Namespace) -> list[Result]:
@@ -307,7 +292,7 @@ async def run(args: argparse.Namespace) -> list[Result]:
         process.start()
         loop = asyncio.get_running_loop()
         try:
-            ports = await loop.run_in_executor(None, _recv, parent, 60.0)
+            ports = await loop.run_in_executor(None, receive, parent, 60.0)
             results = []
             for target in TARGETS:
                 ca = cas["rsa" if target.server.endswith("rsa") else "ec"]

@@ -1,4 +1,4 @@
-"""Scale-out on one host: `run --workers 2` against `run --workers 1`, same run (issue 9 §5).
+"""Scale-out on one host: `run --workers 2` against `run --workers 1`, same run.
 
     .venv/bin/python -m bench.workers [--duration 5] [--connections 64]
 
@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from listeners.embedded_zookeeper import free_port
+from metadata_store.embedded_zookeeper import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "configs" / "demo-cluster.json"

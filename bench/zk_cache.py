@@ -1,5 +1,5 @@
 """Warm-cache lookups against the cost of one ZooKeeper read, measured in the same run; and
-start-up, first lookup and memory for a large cluster (issue 3).
+start-up, first lookup and memory for a large cluster.
 
     .venv/bin/python -m bench.zk_cache [--brokers 1000] [--bundles 100000]
 """
@@ -14,16 +14,16 @@ import resource
 import time
 from typing import Any
 
-from listeners.embedded_zookeeper import EmbeddedZooKeeper
 from lookup.bundles import NamespaceBundles
-from lookup.metadata_url import parse_metadata_url
 from lookup.resolve import resolve
 from lookup.selection import ChoiceSource, ListenerChoice
 from lookup.service import LookupService
 from lookup.topics import TopicName
-from lookup.zk_admin import connect, seed
-from lookup.zk_source import ZooKeeperSource
-from tests.clusters import broker_node, ownership_node
+from metadata_store.admin import connected, seed
+from metadata_store.embedded_zookeeper import EmbeddedZooKeeper
+from metadata_store.synthetic import broker_node, ownership_node
+from metadata_store.url import parse_metadata_url
+from metadata_store.zookeeper import ZooKeeperSource
 
 NAMESPACE_BUNDLES = 1000  # bundles per namespace: 100,000 bundles = 100 namespaces
 
@@ -97,13 +97,12 @@ async def measure(zk: EmbeddedZooKeeper, namespaces: list[str], bundles: int) ->
     await source.close()
 
     # The cost of one ZooKeeper read (a round trip on loopback), same server, same run.
-    client = connect(zk.connect_string)
-    paths = [f"/namespace/{namespaces[0]}/{name}" for name in equal.names()] * 3
-    started = time.perf_counter()
-    for path in paths:
-        client.get(path)
-    zk_rate = len(paths) / (time.perf_counter() - started)
-    client.stop()
+    with connected(zk.connect_string) as client:
+        paths = [f"/namespace/{namespaces[0]}/{name}" for name in equal.names()] * 3
+        started = time.perf_counter()
+        for path in paths:
+            client.get(path)
+        zk_rate = len(paths) / (time.perf_counter() - started)
     return {
         "startup_s": startup,
         "first_lookup_ms": first_lookup * 1000,
@@ -129,10 +128,9 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     nodes, namespaces = big_cluster(args.brokers, args.bundles)
     with EmbeddedZooKeeper() as zk:
-        client = connect(zk.connect_string)
-        started = time.perf_counter()
-        seed(client, nodes)
-        client.stop()
+        with connected(zk.connect_string) as client:
+            started = time.perf_counter()
+            seed(client, nodes)
         print(f"seeded {len(nodes)} znodes in {time.perf_counter() - started:.1f}s")
         r = asyncio.run(measure(zk, namespaces, args.bundles))
     print(

@@ -1,4 +1,4 @@
-"""Zone resolution on Spark (issue 8): (topic, zone) pairs per second of `resolve-zones` on
+"""Zone resolution on Spark: (topic, zone) pairs per second of `resolve-zones` on
 local[2] for 1M topics x 3 zones, against sequential HTTP lookups through the gateway measured
 in the same run (a 10,000-lookup sample, extrapolated to the same number of pairs).
 
@@ -8,7 +8,7 @@ The cluster: 20 brokers, 10 namespaces x 64 bundles, 90% of the bundles owned, l
 `partner` advertised by 15 of the 20 brokers. Zones: dc (internal), internet (external, TLS),
 partner (partner). The topics are generated as one Parquet file in a temp dir.
 
-Spark: the job as `resolve-zones` runs it (`lookup.zones.run`: snapshot file read, broadcast,
+Spark: the job as `resolve-zones` runs it (`zones.spark.run`: snapshot file read, broadcast,
 resolve, Parquet write partitioned by zone, summary read back, CSV and PNG), timed end to end;
 the SparkSession start (JVM) is timed separately. Baseline: the gateway's HTTP app
 (`http_api.app.build_app` on a `LookupService` over a `FileSource` of the same snapshot, in a
@@ -41,8 +41,9 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped]
 from aiohttp import ClientSession, ClientTimeout, TCPConnector
 
 from lookup.bundles import NamespaceBundles
-from lookup.zones import ARROW_SCHEMA, Zone
-from tests.clusters import broker_id, broker_node, ownership_node
+from metadata_store.synthetic import broker_id, broker_node, ownership_node
+from zones.pairs import Zone
+from zones.spark import ARROW_SCHEMA
 
 SECTION = "## Zone resolution (Spark)"
 BROKERS = 20
@@ -110,8 +111,8 @@ class SparkResult:
 
 
 def run_spark(work: Path, master: str) -> SparkResult:
-    from lookup.zones import local_session, run
-    from lookup.zones_cli import build_parser
+    from zones.cli import build_parser, run
+    from zones.spark import local_session
 
     started = time.perf_counter()
     spark = local_session(master, **{"spark.sql.shuffle.partitions": "4"})
@@ -146,8 +147,8 @@ def _serve(snapshot_path: str, conn: Connection) -> None:
     from http_api.server import HttpServer
     from listeners.endpoints import Endpoint, Scheme
     from listeners.socket_table import SocketSpec
-    from lookup.file_source import FileSource
     from lookup.service import LookupService
+    from metadata_store.file import FileSource
 
     async def serve() -> None:
         source = FileSource(snapshot_path, poll_interval=3600)
@@ -215,7 +216,7 @@ def python_cost_us(topics: int = 20_000) -> float:
     """Microseconds per (topic, zone) pair of the per-batch work, in this process."""
     from lookup.resolve import ResolvePolicy
     from lookup.view import ClusterView
-    from lookup.zones import resolve_pairs
+    from zones.pairs import resolve_pairs
 
     view = ClusterView.from_snapshot(snapshot())
     texts = [topic_name(i) for i in range(topics)]
@@ -279,7 +280,7 @@ def main(argv: list[str]) -> None:
         f"{args.topics:,} topics (one Parquet file) x {len(ZONES)} zones (dc: internal; "
         "internet: external, TLS; partner: a listener 5 of the 20 brokers lack) on a snapshot "
         f"of {BROKERS} brokers and {NAMESPACES} namespaces x {BUNDLES} bundles (90% owned). "
-        f"**Spark**: `resolve-zones` (`lookup.zones.run`) on `{args.master}`, from reading the "
+        f"**Spark**: `resolve-zones` (`zones.spark.run`) on `{args.master}`, from reading the "
         "snapshot file to the Parquet answers, the summary CSV and the PNG. **Baseline**: the "
         "gateway's HTTP lookup route (`build_app` + `LookupService` + `FileSource` on the same "
         "snapshot, in one child process), asked one lookup at a time over one keep-alive "
@@ -311,7 +312,7 @@ def main(argv: list[str]) -> None:
         "",
         *textwrap.wrap(
             f"- Where the time goes: one Python process answers a pair in {core_us:.1f} us "
-            "(`lookup.zones.resolve_pairs`: the topic parsed once and its partitioned-topic "
+            "(`zones.spark.resolve_pairs`: the topic parsed once and its partitioned-topic "
             "metadata read once per topic, `resolve()` once per pair; measured in this run, "
             "no Spark). With 2 executor processes on 2 cores that bounds the job near "
             f"{2e6 / core_us:,.0f} pairs/s; the rest is Spark's: reading the Parquet, moving "

@@ -1,0 +1,1 @@
+"""The REST lookup API and the operations routes, served by aiohttp."""

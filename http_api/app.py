@@ -2,9 +2,10 @@
 
 One application per server socket, tagged with that socket's listener (None: a legacy port). The
 Pulsar C++ and Python clients send no listener name over HTTP, so for them the socket (or a header
-an ingress injects) is what picks the listener (reference §2, §7).
+an ingress injects) is what picks the listener; `?listenerName=` wins over the
+`X-Pulsar-ListenerName` header, which wins over the socket.
 
-Authentication (issue 7): on a socket whose listener requires it, every route but the probes
+Authentication: on a socket whose listener requires it, every route but the probes
 (`/health`, `/ready`, `/status.html`) needs credentials: `Authorization: Bearer <jwt>`, or the
 client certificate an `https://` socket verified (its CN is the role); failures answer 401 with
 `WWW-Authenticate: Bearer`. The role is authorized for the topic (403 when it may not look it
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from urllib.parse import quote, urlencode
 
 from aiohttp import web
@@ -38,15 +38,12 @@ from listeners.auth import (
 )
 from lookup.errors import FailureKind, LookupFailure
 from lookup.resolve import BrokerUrls, LookupAnswer, ResponseKind
-from lookup.selection import ChoiceSource, ListenerChoice
+from lookup.selection import LISTENER_NAME_RULE, ChoiceSource, ListenerChoice, is_listener_name
 from lookup.service import LookupService
 from lookup.topics import TopicName
 
 LISTENER_HEADER = "X-Pulsar-ListenerName"
 AUTH_METHOD_HEADER = "X-Pulsar-Auth-Method-Name"  # Pulsar's: names the provider to use
-# A listener name as the configuration allows it (reference §1). Anything else cannot name a
-# listener; refusing it early keeps arbitrary client text out of logs and metric labels.
-_LISTENER_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")
 # Route segments: anything but a separator (aiohttp's default also refuses '{' and '}').
 _SEGMENT = r"[^/]+"
 _TOPIC_PATH = (
@@ -150,14 +147,14 @@ class _Routes:
         choice = self.service.choose(
             explicit=explicit, header=header, socket_listener=self.listener
         )
-        # The socket's listener comes from the validated configuration; names from the client
-        # must look like a listener name.
+        # The socket's listener comes from the validated configuration; a name from the client
+        # that is not a listener name is refused early, which keeps arbitrary client text out
+        # of logs and metric labels.
         given = choice.source is ChoiceSource.EXPLICIT or choice.source is ChoiceSource.HEADER
-        if given and not _LISTENER_NAME.fullmatch(choice.name or ""):
+        if given and not is_listener_name(choice.name or ""):
             raise LookupFailure(
                 FailureKind.LISTENER_NOT_FOUND,
-                f"{(choice.name or '')[:64]!r} is not a listener name "
-                "(letters, digits, '_' and '-' only)",
+                f"{(choice.name or '')[:64]!r} is not a listener name ({LISTENER_NAME_RULE})",
             )
         refused = self.guard.refusal(choice)
         if refused is not None:

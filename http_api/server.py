@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import socket
 import ssl
@@ -13,7 +12,7 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
 from listeners.endpoints import Scheme
-from listeners.socket_table import SocketSpec
+from listeners.socket_table import BoundSocket, SocketSpec
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +73,7 @@ class _HeadDeadline(asyncio.Protocol):
         self._inner.resume_writing()
 
 
-class HttpServer:
+class HttpServer(BoundSocket):
     """Serves `app` on the socket `spec` describes; TLS is terminated here when `ssl_context`
     is given (an `https://` socket needs one, an `http://` socket must not have one)."""
 
@@ -95,7 +94,7 @@ class HttpServer:
             raise ValueError(f"{spec.origin}: an https socket needs an SSL context")
         if scheme is Scheme.HTTP and ssl_context is not None:
             raise ValueError(f"{spec.origin}: an http socket takes no SSL context")
-        self.spec = spec
+        super().__init__(spec)
         self.app = app
         self.ssl_context = ssl_context
         self._access_log = access_log
@@ -103,18 +102,6 @@ class HttpServer:
         self.reuse_port = reuse_port  # SO_REUSEPORT: several worker processes share the port
         self._runner: web.AppRunner | None = None
         self._listening: asyncio.Server | None = None
-        self._port: int | None = None
-
-    @property
-    def port(self) -> int:
-        """The bound port (the kernel's choice when the spec asks for port 0)."""
-        if self._port is None:
-            raise RuntimeError("the server is not started")
-        return self._port
-
-    @property
-    def url(self) -> str:
-        return dataclasses.replace(self.spec.endpoint, port=self.port).url
 
     async def start(self) -> None:
         if self._runner is not None:
@@ -143,7 +130,7 @@ class HttpServer:
             sock.close()
             raise
         self._runner, self._listening = runner, listening
-        self._port = sock.getsockname()[1]
+        self._bound_port = sock.getsockname()[1]
         log.info(
             "listening on %s listener=%s tls=%s",
             self.url,

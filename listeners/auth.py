@@ -1,6 +1,6 @@
 """Authentication of lookup clients: Pulsar's token and TLS providers, required per listener.
 
-What a client proves, and how (reference §9):
+What a client proves, and how (Pulsar's token and TLS providers, with Pulsar's keys):
 
 - **token**: a JWT, in CONNECT's ``auth_data`` (``auth_method_name=token``) or in the HTTP header
   ``Authorization: Bearer <jwt>``. Verified with PyJWT against one pinned algorithm: HS256 with

@@ -3,9 +3,10 @@
 A thin asyncio shell around the sans-IO codec (:mod:`listeners.protocol.codec`): bytes from the
 socket go into a :class:`FrameDecoder`, each command is answered from the
 :class:`~lookup.service.LookupService`, and the answer frames go back out. Every connection is
-tagged with the listener of the socket it arrived on (reference §2).
+tagged with the listener of the socket it arrived on; a non-blank ``advertised_listener_name``
+in LOOKUP overrides it.
 
-What a connection may do (reference §6, issue 4 §2-3):
+What a connection may do:
 
 - CONNECT first; anything else before it closes the connection. CONNECTED carries
   ``min(client's protocol version, ours)`` and the cluster's maxMessageSize.
@@ -16,7 +17,7 @@ What a connection may do (reference §6, issue 4 §2-3):
 - Any other command gets ERROR ``NotAllowedError`` naming it, and the connection stays usable.
 - A frame that does not decode (RemoteProtocolError) closes that connection only.
 
-Authentication (issue 7): on a socket whose listener requires it, CONNECT's ``auth_method_name``
+Authentication: on a socket whose listener requires it, CONNECT's ``auth_method_name``
 / ``auth_data`` (and the verified client certificate of a ``pulsar+ssl://`` socket) must prove a
 role before CONNECTED; otherwise ERROR ``AuthenticationError`` and the connection is closed. The
 role stays with the connection: every LOOKUP and PARTITIONED_METADATA is authorized for it (when
@@ -48,8 +49,7 @@ from listeners.auth import (
     verified_peer_certificate,
 )
 from listeners.config import GatewayConfig
-from listeners.endpoints import Endpoint
-from listeners.protocol import codec
+from listeners.protocol import codec, wire
 from listeners.protocol.codec import (
     DEFAULT_MAX_FRAME_SIZE,
     BaseCommand,
@@ -59,7 +59,7 @@ from listeners.protocol.codec import (
     RemoteProtocolError,
     UnknownCommand,
 )
-from listeners.socket_table import SocketSpec
+from listeners.socket_table import BoundSocket, SocketSpec
 from lookup.errors import LookupFailure
 from lookup.errors import ServerError as LookupServerError
 from lookup.resolve import LookupAnswer, ResponseKind
@@ -136,7 +136,7 @@ class BinarySettings:
         )
 
 
-class BinaryServer:
+class BinaryServer(BoundSocket):
     """Serves Pulsar binary lookups on one bind address (``spec``)."""
 
     def __init__(
@@ -154,7 +154,7 @@ class BinaryServer:
             raise ValueError(f"{spec.origin}: a pulsar+ssl:// socket needs an SSL context")
         if not spec.tls and ssl_context is not None:
             raise ValueError(f"{spec.origin}: a pulsar:// socket cannot take an SSL context")
-        self.spec = spec
+        super().__init__(spec)
         self.service = service
         self.settings = settings
         self._ssl_context = ssl_context
@@ -162,24 +162,11 @@ class BinaryServer:
         self._keep_alive_task: asyncio.Task[None] | None = None
         self._connections: set[_Connection] = set()
         self._stopping = False
-        self._port: int | None = None
         # The choice for every lookup that names no listener, made once.
         self.socket_choice = service.choose(socket_listener=spec.listener)
         self.answers = _AnswerFrames(settings.proxy_through_service_url)
         self.authenticator = authenticator or Authenticator()
         self.guard = self.authenticator.for_listener(spec.listener)
-
-    @property
-    def port(self) -> int:
-        if self._port is None:
-            raise RuntimeError("the server is not started")
-        return self._port
-
-    @property
-    def url(self) -> str:
-        """The bound address as a URL (with the real port once started)."""
-        endpoint = self.spec.endpoint
-        return Endpoint(endpoint.scheme, endpoint.host, self._port or endpoint.port).url
 
     @property
     def connection_count(self) -> int:
@@ -199,7 +186,7 @@ class BinaryServer:
             backlog=BACKLOG,
             reuse_port=self.settings.reuse_port or None,
         )
-        self._port = self._server.sockets[0].getsockname()[1]
+        self._bound_port = self._server.sockets[0].getsockname()[1]
         if self.settings.keep_alive_interval > 0:
             self._keep_alive_task = loop.create_task(self._keep_alive())
         log.info(
@@ -606,7 +593,9 @@ class _Connection(asyncio.Protocol):
 
     def _lookup(self, command: BaseCommand, out: list[bytes]) -> None:
         body = command.lookupTopic
-        name = body.advertised_listener_name  # "" when absent; blank means absent (§2)
+        name = (
+            body.advertised_listener_name
+        )  # "" when absent; blank means absent (clients always send it)
         if name:
             choice = self._service.choose(explicit=name, socket_listener=self._listener)
             refused = self._guard.refusal(choice)
@@ -791,47 +780,7 @@ def _request_id_of(command: BaseCommand) -> int:
     for index in range(len(fields)):
         field = fields[index]
         if field.field_number == command.type and field.wire_type == 2:
-            found = _varint_field(bytes(field.data), number)
+            found = wire.last_varint(bytes(field.data), number)
             if found is not None:
                 return found
     return 0
-
-
-def _varint_field(message: bytes, number: int) -> int | None:
-    """The value of varint field ``number`` in a serialized message, None if absent or the
-    bytes do not parse. A minimal protobuf wire reader for bodies our .proto leaves out."""
-    pos, end = 0, len(message)
-
-    def varint() -> int:
-        nonlocal pos
-        value = shift = 0
-        while pos < end and shift < 64:
-            byte = message[pos]
-            pos += 1
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return value
-            shift += 7
-        raise ValueError("truncated varint")
-
-    found: int | None = None
-    try:
-        while pos < end:
-            tag = varint()
-            field, wire_type = tag >> 3, tag & 7
-            if wire_type == 0:
-                value = varint()
-                if field == number:
-                    found = value & 0xFFFFFFFFFFFFFFFF
-            elif wire_type == 1:
-                pos += 8
-            elif wire_type == 2:
-                size = varint()  # not `pos += varint()`: that would add to the old pos
-                pos += size
-            elif wire_type == 5:
-                pos += 4
-            else:
-                return found
-    except ValueError:
-        return found
-    return found

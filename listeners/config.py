@@ -24,7 +24,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic.alias_generators import to_camel
+from pydantic.alias_generators import to_camel, to_snake
 
 from listeners.conf_file import RawConfig, read_config_file
 from listeners.endpoints import (
@@ -35,8 +35,9 @@ from listeners.endpoints import (
 )
 from listeners.socket_table import SocketSpec, plan_sockets, socket_conflicts
 from lookup.bundles import DEFAULT_NUM_BUNDLES
-from lookup.metadata_url import MetadataUrl, parse_metadata_url
 from lookup.resolve import ResolvePolicy, UnownedBundleRedirect
+from metadata_store.url import MetadataUrl, parse_metadata_url
+from tls.settings import TLS_KEYS, TlsSettings
 
 
 def _blank_is_none(value: Any) -> Any:
@@ -79,29 +80,6 @@ def _store_type(value: Any) -> Any:
 
 StoreType = Annotated[str | None, BeforeValidator(_store_type)]
 OptionalCommaList = Annotated[tuple[str, ...] | None, BeforeValidator(_comma_list)]
-
-
-@dataclass(frozen=True, slots=True)
-class TlsSettings:
-    """The TLS material and options of one socket: a listener's own keys over the global ones."""
-
-    certificate_file: str | None
-    key_file: str | None
-    key_password: str | None
-    trust_certs_file: str | None
-    key_store_type: str
-    key_store: str | None
-    key_store_password: str | None
-    require_client_cert: bool
-    protocols: tuple[str, ...]
-    ciphers: tuple[str, ...]
-    refresh_seconds: int
-
-    @property
-    def has_material(self) -> bool:
-        if self.key_store_type == "PKCS12":
-            return bool(self.key_store)
-        return bool(self.certificate_file and self.key_file)
 
 
 class ListenerSettings(BaseModel):
@@ -348,7 +326,9 @@ class GatewayConfig(BaseModel):
                 f"and tlsKeyStore{_per_listener_hint(spec.listener)})"
                 for spec in specs
                 if spec.tls
-                and not _merge_tls(info.data, per_listener.get(spec.listener or "")).has_material
+                and not _merge_tls(
+                    info.data, per_listener.get(spec.listener or ""), spec.listener
+                ).has_material
             ]
         if problems:
             raise ValueError("\n".join(problems))
@@ -470,7 +450,12 @@ class GatewayConfig(BaseModel):
 
     def tls_for(self, listener: str | None) -> TlsSettings:
         """The TLS settings of a socket tagged with `listener` (None: a legacy socket)."""
-        return _merge_tls(self.model_dump(), self.listener_settings.get(listener or ""))
+        return _merge_tls(self.model_dump(), self.listener_settings.get(listener or ""), listener)
+
+    def tls_settings(self) -> dict[str | None, TlsSettings]:
+        """The TLS settings of every listener with a TLS socket (None: legacy TLS sockets)."""
+        listeners = sorted({s.listener for s in self.sockets() if s.tls}, key=lambda n: n or "")
+        return {listener: self.tls_for(listener) for listener in listeners}
 
     def settings_for(self, listener: str | None) -> ListenerSettings:
         if listener is not None and listener in self.listener_settings:
@@ -503,25 +488,34 @@ KNOWN_KEYS = frozenset(
 )
 
 
-def _merge_tls(data: Mapping[str, Any], own: ListenerSettings | None) -> TlsSettings:
-    """Global tls* values (`data`, by field name) with a listener's own values over them."""
-
-    def pick(name: str) -> Any:
-        value = getattr(own, name, None) if own is not None else None
-        return data.get(name) if value is None else value
-
+def _merge_tls(
+    data: Mapping[str, Any], own: ListenerSettings | None, listener: str | None
+) -> TlsSettings:
+    """Global tls* values (`data`, by field name) with a listener's own values over them, each
+    setting with the key it came from."""
+    values: dict[str, Any] = {}
+    keys: dict[str, str] = {}
+    for setting, key in TLS_KEYS.items():
+        field = to_snake(key)
+        value = getattr(own, field, None) if own is not None else None
+        if value is None:
+            value = data.get(field)
+        else:
+            key = f"{LISTENER_PREFIX}{listener}.{key}"
+        values[setting], keys[setting] = value, key
     return TlsSettings(
-        certificate_file=pick("tls_certificate_file_path"),
-        key_file=pick("tls_key_file_path"),
-        key_password=pick("tls_key_password"),
-        trust_certs_file=pick("tls_trust_certs_file_path"),
-        key_store_type=pick("tls_key_store_type") or "PEM",
-        key_store=pick("tls_key_store"),
-        key_store_password=pick("tls_key_store_password"),
-        require_client_cert=bool(pick("tls_require_trusted_client_cert_on_connect")),
-        protocols=tuple(pick("tls_protocols") or ()),
-        ciphers=tuple(pick("tls_ciphers") or ()),
+        certificate_file=values["certificate_file"],
+        key_file=values["key_file"],
+        key_password=values["key_password"],
+        trust_certs_file=values["trust_certs_file"],
+        key_store_type=values["key_store_type"] or "PEM",
+        key_store=values["key_store"],
+        key_store_password=values["key_store_password"],
+        require_client_cert=bool(values["require_client_cert"]),
+        protocols=tuple(values["protocols"] or ()),
+        ciphers=tuple(values["ciphers"] or ()),
         refresh_seconds=int(data.get("tls_cert_refresh_check_duration_sec", 300)),
+        keys=keys,
     )
 
 

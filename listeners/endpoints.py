@@ -1,4 +1,4 @@
-"""`advertisedListeners` and `bindAddresses` entries: `name:scheme://host:port,...` (reference §1).
+"""`advertisedListeners` and `bindAddresses` entries: `name:scheme://host:port,...`.
 
 Parsing is strict: every malformed entry is reported, named, with the reason. A parse function
 raises ValueError whose message holds one problem per line.
@@ -6,12 +6,12 @@ raises ValueError whose message holds one problem per line.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from enum import StrEnum
 from urllib.parse import urlsplit
 
-_LISTENER_NAME = re.compile(r"[A-Za-z0-9_-]+")
+from lookup.selection import LISTENER_NAME_RULE, is_listener_name
+
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
 
 
@@ -81,10 +81,8 @@ def _split_entry(entry: str) -> tuple[str, str]:
     if not sep or url.startswith("//"):
         raise ValueError(f"entry '{entry}' has no listener name (expected name:scheme://host:port)")
     name = name.strip()
-    if not _LISTENER_NAME.fullmatch(name):
-        raise ValueError(
-            f"entry '{entry}': listener name '{name}' may only use letters, digits, '_' and '-'"
-        )
+    if not is_listener_name(name):
+        raise ValueError(f"entry '{entry}': listener name '{name}': use {LISTENER_NAME_RULE}")
     return name, url.strip()
 
 

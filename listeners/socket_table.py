@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from listeners.endpoints import WILDCARD_HOSTS, BindAddress, Endpoint, Scheme
 
@@ -57,3 +57,24 @@ def socket_conflicts(specs: list[SocketSpec]) -> list[str]:
                     f"({b.address})"
                 )
     return problems
+
+
+class BoundSocket:
+    """A server on one socket of the table: the address it listens on, with the port the kernel
+    chose once it is bound (the spec may ask for port 0)."""
+
+    def __init__(self, spec: SocketSpec) -> None:
+        self.spec = spec
+        self._bound_port: int | None = None
+
+    @property
+    def port(self) -> int:
+        if self._bound_port is None:
+            raise RuntimeError("the server is not started")
+        return self._bound_port
+
+    @property
+    def url(self) -> str:
+        """The address as a URL: with the bound port once started, the spec's before."""
+        endpoint = self.spec.endpoint
+        return replace(endpoint, port=self._bound_port or endpoint.port).url

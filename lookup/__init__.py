@@ -1,5 +1,6 @@
-"""The lookup domain: topic names, bundles, the cluster model and resolve().
+"""The pure lookup core: topic names, bundles, the cluster model and view, listener selection,
+resolve(), authorization rules, the lookup service and the metadata-source interface.
 
-The core modules (errors, topics, bundles, model, view, selection, resolve) do no I/O, so the
-gateway and the Spark job share them and cannot drift apart.
+No module here does I/O or imports kazoo, aiohttp, pyspark, pyarrow or matplotlib, so the
+gateway and the Spark job share it and cannot drift apart.
 """

@@ -33,7 +33,7 @@ class FailureKind(Enum):
     METADATA_UNAVAILABLE = "metadata-unavailable"
     METADATA_MALFORMED = "metadata-malformed"
     TOO_MANY_REQUESTS = "too-many-requests"
-    # Access (issue 7): who may ask, and for which listener.
+    # Access: who may ask, and for which listener.
     NOT_AUTHENTICATED = "not-authenticated"  # no valid credentials where they are required
     NOT_AUTHORIZED = "not-authorized"  # the role has no lookup permission on the topic
     # The socket's listener does not allow asking for the named listener

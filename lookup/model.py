@@ -1,4 +1,4 @@
-"""The cluster model: Pulsar's znode JSON, parsed and checked (reference §5).
+"""The cluster model: the JSON Pulsar's brokers write to their znodes, parsed and checked.
 
 Unknown keys are ignored (brokers add keys between releases), optional keys are optional, and a
 value of the wrong type is an error naming the znode path.

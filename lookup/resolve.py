@@ -1,4 +1,4 @@
-"""resolve(): topic + chosen listener + cluster view -> the broker address to use (reference §3).
+"""resolve(): topic + chosen listener + cluster view -> the broker address to use.
 
 Pure: reads only the ClusterView. A view that lacks a node raises NodeNotLoaded, and the I/O
 shell reads the node and calls again.

@@ -1,9 +1,20 @@
-"""Which advertised listener a lookup answers for (reference §2)."""
+"""Which advertised listener a lookup answers for, and what a listener name may be."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import StrEnum
+
+#: A listener name: letters, digits, '_' and '-' (the characters Pulsar's broker accepts in
+#: advertisedListeners), at most 128 of them. The config, the HTTP listenerName query and the
+#: Spark job's zones file are all checked with this one rule.
+LISTENER_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")
+LISTENER_NAME_RULE = "letters, digits, '_' and '-', at most 128 characters"
+
+
+def is_listener_name(text: str) -> bool:
+    return LISTENER_NAME.fullmatch(text) is not None
 
 
 class ChoiceSource(StrEnum):

@@ -8,7 +8,7 @@
 - :class:`RawClient` is a minimal client for driving a server frame by frame.
 
 Our .proto has no CommandProducer / CommandProducerSuccess (a gateway never needs them), so the
-peer reads and writes those bodies with the tiny protobuf wire helpers below.
+peer reads and writes those bodies field by field with the codec's wire helpers.
 """
 
 from __future__ import annotations
@@ -25,68 +25,10 @@ from google.protobuf.unknown_fields import UnknownFieldSet
 from listeners.protocol import codec
 from listeners.protocol.codec import BaseCommand, Command, FrameDecoder, UnknownCommand
 from listeners.protocol.pulsar_api_pb2 import CommandLookupTopicResponse
+from listeners.protocol.wire import bytes_field, read_fields, varint_field
 
 PEER_PROTOCOL_VERSION = 21
 DEFAULT_WAIT = 10.0
-
-# --- protobuf wire format, just enough for bodies our .proto leaves out ------------------------
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def wire_varint(number: int, value: int) -> bytes:
-    return _varint(number << 3) + _varint(value & 0xFFFFFFFFFFFFFFFF)
-
-
-def wire_bytes(number: int, value: bytes) -> bytes:
-    return _varint(number << 3 | 2) + _varint(len(value)) + value
-
-
-def wire_fields(message: bytes) -> dict[int, list[int | bytes]]:
-    """Field number -> values (varints as int, length-delimited as bytes); fixed-width fields
-    are skipped. Raises ValueError on bytes that are not a protobuf message."""
-    fields: dict[int, list[int | bytes]] = {}
-    pos = 0
-
-    def varint() -> int:
-        nonlocal pos
-        value = shift = 0
-        while True:
-            if pos >= len(message) or shift > 63:
-                raise ValueError("truncated varint")
-            byte = message[pos]
-            pos += 1
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return value
-            shift += 7
-
-    while pos < len(message):
-        tag = varint()
-        number, wire_type = tag >> 3, tag & 7
-        if wire_type == 0:
-            fields.setdefault(number, []).append(varint())
-        elif wire_type == 2:
-            size = varint()
-            if pos + size > len(message):
-                raise ValueError("truncated field")
-            fields.setdefault(number, []).append(message[pos : pos + size])
-            pos += size
-        elif wire_type in (1, 5):
-            pos += 8 if wire_type == 1 else 4
-        else:
-            raise ValueError(f"wire type {wire_type}")
-    return fields
 
 
 def frame_of(body: bytes) -> bytes:
@@ -96,9 +38,9 @@ def frame_of(body: bytes) -> bytes:
 def raw_command(type_number: int, body: bytes | None = None) -> bytes:
     """A framed BaseCommand of any type number, with its body (field number = type number)
     given as serialized bytes."""
-    command = wire_varint(1, type_number)
+    command = varint_field(1, type_number)
     if body is not None:
-        command += wire_bytes(type_number, body)
+        command += bytes_field(type_number, body)
     return frame_of(command)
 
 
@@ -115,13 +57,15 @@ def foreign_body(command: BaseCommand) -> bytes:
 
 def producer_command(topic: str, producer_id: int, request_id: int) -> bytes:
     """PRODUCER (CommandProducer: topic=1, producer_id=2, request_id=3)."""
-    body = wire_bytes(1, topic.encode()) + wire_varint(2, producer_id) + wire_varint(3, request_id)
+    body = (
+        bytes_field(1, topic.encode()) + varint_field(2, producer_id) + varint_field(3, request_id)
+    )
     return raw_command(BaseCommand.PRODUCER, body)
 
 
 def producer_success(request_id: int, producer_name: str) -> bytes:
     """PRODUCER_SUCCESS (CommandProducerSuccess: request_id=1, producer_name=2)."""
-    body = wire_varint(1, request_id) + wire_bytes(2, producer_name.encode())
+    body = varint_field(1, request_id) + bytes_field(2, producer_name.encode())
     return raw_command(BaseCommand.PRODUCER_SUCCESS, body)
 
 
@@ -256,7 +200,7 @@ class BrokerPeer:
         if kind == BaseCommand.PONG:
             return [], False
         try:
-            fields = wire_fields(foreign_body(command))
+            fields = read_fields(foreign_body(command))
         except ValueError:
             fields = {}
         if kind == BaseCommand.PRODUCER:

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import settings
 from kazoo.client import KazooClient
 
-from listeners.embedded_zookeeper import EmbeddedZooKeeper, ZooKeeperUnavailable
+from metadata_store.admin import connected
+from metadata_store.embedded_zookeeper import EmbeddedZooKeeper, ZooKeeperUnavailable
 
 # CI machines are small and shared: no deadlines, a bounded number of examples.
 settings.register_profile("ci", deadline=None, max_examples=200)
@@ -34,19 +35,13 @@ def zookeeper() -> Iterator[EmbeddedZooKeeper]:
 def zk_chroot(zookeeper: EmbeddedZooKeeper) -> Iterator[str]:
     """A fresh chroot path, created empty; the tests' metadataStoreUrl is zk:<server><chroot>."""
     chroot = f"/t-{uuid.uuid4().hex[:12]}"
-    admin = KazooClient(hosts=zookeeper.connect_string, timeout=10)
-    admin.start(timeout=15)
-    admin.ensure_path(chroot)
-    admin.stop()
-    admin.close()
+    with connected(zookeeper.connect_string) as admin:
+        admin.ensure_path(chroot)
     yield chroot
 
 
 @pytest.fixture
 def zk_admin(zookeeper: EmbeddedZooKeeper, zk_chroot: str) -> Iterator[KazooClient]:
     """A client inside the test's chroot, playing the brokers and the admin tools."""
-    client = KazooClient(hosts=zookeeper.connect_string + zk_chroot, timeout=10)
-    client.start(timeout=15)
-    yield client
-    client.stop()
-    client.close()
+    with connected(zookeeper.connect_string + zk_chroot) as client:
+        yield client

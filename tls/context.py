@@ -35,9 +35,9 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
 
-from listeners.config import TlsSettings
 from tls.errors import TlsConfigError
 from tls.material import Material
+from tls.settings import TlsSettings
 
 __all__ = [
     "TLS13_SUITES",
@@ -67,41 +67,35 @@ TLS13_SUITES = frozenset(
 )
 
 
-def check_options(settings: TlsSettings, setting: dict[str, str] | None = None) -> None:
-    """Raise TlsConfigError for options no context can be built with (before loading files).
-
-    `setting` maps a TlsSettings field to the key it came from (``listener.x.tlsProtocols``);
-    missing entries are named by their global key."""
-    _context_without_material(settings, setting or {}, warn=True)
+def check_options(settings: TlsSettings) -> None:
+    """Raise TlsConfigError for options no context can be built with (before loading files),
+    naming the key each came from (``listener.x.tlsProtocols``)."""
+    _context_without_material(settings, warn=True)
 
 
 def build_context(
     settings: TlsSettings,
     material: Material,
     trust_pem: str | None,
-    setting: dict[str, str] | None = None,
 ) -> ssl.SSLContext:
     """A new server context serving `material`, trusting `trust_pem` for client certificates."""
-    names = setting or {}
-    context = _context_without_material(settings, names)
+    context = _context_without_material(settings)
     if trust_pem is not None:
         try:
             context.load_verify_locations(cadata=trust_pem)
         except ssl.SSLError as exc:
             raise TlsConfigError(
-                f"{_name(names, 'trust_certs_file')} {settings.trust_certs_file}: {exc}"
+                f"{settings.key('trust_certs_file')} {settings.trust_certs_file}: {exc}"
             ) from None
     elif settings.require_client_cert:  # _context_without_material checked the setting
         raise TlsConfigError(
-            f"{_name(names, 'require_client_cert')}=true but no trusted certificates are loaded"
+            f"{settings.key('require_client_cert')}=true but no trusted certificates are loaded"
         )
     load_material(context, material)
     return context
 
 
-def _context_without_material(
-    settings: TlsSettings, names: dict[str, str], *, warn: bool = False
-) -> ssl.SSLContext:
+def _context_without_material(settings: TlsSettings, *, warn: bool = False) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.options |= ssl.OP_NO_RENEGOTIATION
     context.minimum_version = ssl.TLSVersion.TLSv1_2
@@ -109,17 +103,17 @@ def _context_without_material(
         unknown = [p for p in settings.protocols if p not in _VERSIONS]
         if unknown:
             raise TlsConfigError(
-                f"{_name(names, 'protocols')}: {', '.join(unknown)} not supported; "
+                f"{settings.key('protocols')}: {', '.join(unknown)} not supported; "
                 "use TLSv1.2 and/or TLSv1.3 (TLS 1.2 is the minimum)"
             )
         versions = sorted(_VERSIONS[p] for p in settings.protocols)
         context.minimum_version, context.maximum_version = versions[0], versions[-1]
     if settings.ciphers:
-        _set_ciphers(context, settings.ciphers, _name(names, "ciphers"), warn)
+        _set_ciphers(context, settings.ciphers, settings.key("ciphers"), warn)
     if settings.require_client_cert and not settings.trust_certs_file:
         raise TlsConfigError(
-            f"{_name(names, 'require_client_cert')}=true needs "
-            f"{_name(names, 'trust_certs_file')} (the CAs client certificates must chain to)"
+            f"{settings.key('require_client_cert')}=true needs "
+            f"{settings.key('trust_certs_file')} (the CAs client certificates must chain to)"
         )
     if settings.trust_certs_file:
         context.verify_mode = (
@@ -156,24 +150,6 @@ def _set_ciphers(context: ssl.SSLContext, ciphers: tuple[str, ...], key: str, wa
         )
     if tls12:
         context.set_ciphers(":".join(tls12))
-
-
-def _name(names: dict[str, str], field: str) -> str:
-    return names.get(field) or _GLOBAL_KEYS[field]
-
-
-_GLOBAL_KEYS = {
-    "certificate_file": "tlsCertificateFilePath",
-    "key_file": "tlsKeyFilePath",
-    "key_password": "tlsKeyPassword",
-    "trust_certs_file": "tlsTrustCertsFilePath",
-    "key_store_type": "tlsKeyStoreType",
-    "key_store": "tlsKeyStore",
-    "key_store_password": "tlsKeyStorePassword",
-    "require_client_cert": "tlsRequireTrustedClientCertOnConnect",
-    "protocols": "tlsProtocols",
-    "ciphers": "tlsCiphers",
-}
 
 
 # --- key material into OpenSSL ---------------------------------------------------------------

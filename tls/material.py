@@ -28,6 +28,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
 from cryptography.hazmat.primitives.serialization import pkcs12
 
 from tls.errors import TlsConfigError
+from tls.settings import TLS_KEYS
 
 __all__ = [
     "KeystoreProvider",
@@ -40,7 +41,7 @@ __all__ = [
 ]
 
 # Private keys a TLS server certificate can carry (OpenSSL signs handshakes with them).
-_TLS_KEYS = (
+_SERVER_KEY_TYPES = (
     rsa.RSAPrivateKey,
     ec.EllipticCurvePrivateKey,
     ed25519.Ed25519PrivateKey,
@@ -109,9 +110,9 @@ class PemFiles:
     certificate: Path
     key: Path
     password: str | None = field(default=None, repr=False)
-    certificate_setting: str = "tlsCertificateFilePath"
-    key_setting: str = "tlsKeyFilePath"
-    password_setting: str = "tlsKeyPassword"
+    certificate_setting: str = TLS_KEYS["certificate_file"]
+    key_setting: str = TLS_KEYS["key_file"]
+    password_setting: str = TLS_KEYS["key_password"]
 
     def describe(self) -> str:
         return f"{self.certificate_setting} {self.certificate}, {self.key_setting} {self.key}"
@@ -135,8 +136,8 @@ class Pkcs12Keystore:
 
     path: Path
     password: str | None = field(default=None, repr=False)
-    path_setting: str = "tlsKeyStore"
-    password_setting: str = "tlsKeyStorePassword"
+    path_setting: str = TLS_KEYS["key_store"]
+    password_setting: str = TLS_KEYS["key_store_password"]
 
     def describe(self) -> str:
         return f"{self.path_setting} {self.path}"
@@ -162,7 +163,7 @@ class Pkcs12Keystore:
             raise TlsConfigError(f"{where}: the keystore holds no private key")
         if certificate is None:
             raise TlsConfigError(f"{where}: the keystore holds no certificate for its key")
-        if not isinstance(key, _TLS_KEYS):
+        if not isinstance(key, _SERVER_KEY_TYPES):
             raise TlsConfigError(f"{where}: a {_key_kind(key)} key cannot serve TLS")
         chain = [certificate, *(c for c in extra if c != certificate)]
         return material_of(chain, key, where, where)
@@ -173,7 +174,7 @@ class PemTrustFile:
     """A PEM file of CA certificates (``tlsTrustCertsFilePath``)."""
 
     path: Path
-    setting: str = "tlsTrustCertsFilePath"
+    setting: str = TLS_KEYS["trust_certs_file"]
 
     def describe(self) -> str:
         return f"{self.setting} {self.path}"
@@ -271,7 +272,7 @@ def _pem_private_key(
         raise TlsConfigError(f"{where}: holds no PEM private key") from None
     except UnsupportedAlgorithm as exc:
         raise TlsConfigError(f"{where}: unsupported private key: {exc}") from None
-    if not isinstance(key, _TLS_KEYS):
+    if not isinstance(key, _SERVER_KEY_TYPES):
         raise TlsConfigError(f"{where}: a {_key_kind(key)} key cannot serve TLS")
     return key
 

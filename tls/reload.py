@@ -30,14 +30,11 @@ import contextlib
 import logging
 import ssl
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from pydantic.alias_generators import to_camel
-
-from listeners.config import GatewayConfig, TlsSettings
-from listeners.socket_table import SocketSpec
 from tls.context import build_context, check_options
 from tls.errors import TlsConfigError
 from tls.material import (
@@ -49,72 +46,47 @@ from tls.material import (
     TrustProvider,
 )
 from tls.metrics import TlsMetrics, listener_label
+from tls.settings import TlsSettings
 
-__all__ = ["GatewayTls", "ListenerTls", "setting_names", "sources_for"]
+__all__ = ["GatewayTls", "ListenerTls", "sources_for"]
 
 log = logging.getLogger(__name__)
 
 #: A certificate expiring sooner than this is logged as a warning when loaded.
 EXPIRY_WARNING = timedelta(days=14)
 
-# TlsSettings field -> GatewayConfig / ListenerSettings field.
-_CONFIG_FIELDS = {
-    "certificate_file": "tls_certificate_file_path",
-    "key_file": "tls_key_file_path",
-    "key_password": "tls_key_password",
-    "trust_certs_file": "tls_trust_certs_file_path",
-    "key_store_type": "tls_key_store_type",
-    "key_store": "tls_key_store",
-    "key_store_password": "tls_key_store_password",
-    "require_client_cert": "tls_require_trusted_client_cert_on_connect",
-    "protocols": "tls_protocols",
-    "ciphers": "tls_ciphers",
-}
 
-
-def setting_names(config: GatewayConfig, listener: str | None) -> dict[str, str]:
-    """TlsSettings field -> the key its value came from: ``listener.<name>.<key>`` when the
-    listener sets it, else the global key."""
-    own = config.listener_settings.get(listener) if listener is not None else None
-    names = {}
-    for field, config_field in _CONFIG_FIELDS.items():
-        key = to_camel(config_field)
-        if own is not None and getattr(own, config_field, None) is not None:
-            key = f"listener.{listener}.{key}"
-        names[field] = key
-    return names
-
-
-def sources_for(
-    settings: TlsSettings, names: dict[str, str]
-) -> tuple[KeystoreProvider, TrustProvider | None]:
+def sources_for(settings: TlsSettings) -> tuple[KeystoreProvider, TrustProvider | None]:
     """The keystore provider and trust source a listener's settings describe."""
     identity: KeystoreProvider
     if settings.key_store_type == "PKCS12":
         if not settings.key_store:
-            raise TlsConfigError(f"{names['key_store_type']}=PKCS12 needs {names['key_store']}")
+            raise TlsConfigError(
+                f"{settings.key('key_store_type')}=PKCS12 needs {settings.key('key_store')}"
+            )
         identity = Pkcs12Keystore(
             Path(settings.key_store),
             settings.key_store_password,
-            names["key_store"],
-            names["key_store_password"],
+            settings.key("key_store"),
+            settings.key("key_store_password"),
         )
     else:
         if not settings.certificate_file or not settings.key_file:
             raise TlsConfigError(
-                f"TLS sockets need {names['certificate_file']} and {names['key_file']} "
-                f"(or {names['key_store_type']}=PKCS12 and {names['key_store']})"
+                f"TLS sockets need {settings.key('certificate_file')} and "
+                f"{settings.key('key_file')} "
+                f"(or {settings.key('key_store_type')}=PKCS12 and {settings.key('key_store')})"
             )
         identity = PemFiles(
             Path(settings.certificate_file),
             Path(settings.key_file),
             settings.key_password,
-            names["certificate_file"],
-            names["key_file"],
-            names["key_password"],
+            settings.key("certificate_file"),
+            settings.key("key_file"),
+            settings.key("key_password"),
         )
     trust = (
-        PemTrustFile(Path(settings.trust_certs_file), names["trust_certs_file"])
+        PemTrustFile(Path(settings.trust_certs_file), settings.key("trust_certs_file"))
         if settings.trust_certs_file
         else None
     )
@@ -138,7 +110,6 @@ class ListenerTls:
         settings: TlsSettings,
         identity: KeystoreProvider,
         trust: TrustProvider | None = None,
-        names: dict[str, str] | None = None,
         metrics: TlsMetrics | None = None,
     ) -> None:
         """Loads the material now; raises TlsConfigError naming the setting and file."""
@@ -146,11 +117,10 @@ class ListenerTls:
         self.settings = settings
         self.identity = identity
         self.trust = trust
-        self.names = names or {}
         self.metrics = metrics
         self.where = f"listener '{listener}'" if listener is not None else "legacy TLS sockets"
         try:
-            check_options(settings, self.names)
+            check_options(settings)
             self._state = self._load(self._fingerprint())
         except TlsConfigError as exc:
             raise TlsConfigError(f"{self.where}: {exc}") from None
@@ -161,17 +131,17 @@ class ListenerTls:
         self._loaded(self._state.material, "loaded")
 
     @classmethod
-    def from_config(
-        cls, config: GatewayConfig, listener: str | None, metrics: TlsMetrics | None = None
+    def from_settings(
+        cls, listener: str | None, settings: TlsSettings, metrics: TlsMetrics | None = None
     ) -> ListenerTls:
-        settings = config.tls_for(listener)
-        names = setting_names(config, listener)
+        """The TLS of `listener`'s sockets (None: the legacy TLS sockets), as `settings`
+        describe it; raises TlsConfigError naming the listener, the key and the file."""
         where = f"listener '{listener}'" if listener is not None else "legacy TLS sockets"
         try:
-            identity, trust = sources_for(settings, names)
+            identity, trust = sources_for(settings)
         except TlsConfigError as exc:
             raise TlsConfigError(f"{where}: {exc}") from None
-        return cls(listener, settings, identity, trust, names, metrics)
+        return cls(listener, settings, identity, trust, metrics)
 
     @property
     def material(self) -> Material:
@@ -226,7 +196,7 @@ class ListenerTls:
     def _load(self, fingerprint: str) -> _Loaded:
         material = self.identity.load()
         trust_pem = self.trust.load() if self.trust is not None else None
-        context = build_context(self.settings, material, trust_pem, self.names)
+        context = build_context(self.settings, material, trust_pem)
         return _Loaded(fingerprint, material, context)
 
     def _loaded(self, material: Material, verb: str) -> None:
@@ -269,13 +239,17 @@ class GatewayTls:
 
     @classmethod
     def load(
-        cls, config: GatewayConfig, specs: list[SocketSpec], metrics: TlsMetrics | None = None
+        cls,
+        settings: Mapping[str | None, TlsSettings],
+        refresh_seconds: float,
+        metrics: TlsMetrics | None = None,
     ) -> GatewayTls:
-        """Load the material of every listener with a TLS socket (blocking: reads files).
-        Raises TlsConfigError naming the listener, the setting and the file."""
-        names = sorted({spec.listener for spec in specs if spec.tls}, key=lambda n: n or "")
-        listeners = {name: ListenerTls.from_config(config, name, metrics) for name in names}
-        return cls(listeners, config.tls_cert_refresh_check_duration_sec)
+        """Load the material of every listener in `settings` (None: the legacy TLS sockets);
+        blocking: reads files. Raises TlsConfigError naming the listener, the key and the file."""
+        listeners = {
+            name: ListenerTls.from_settings(name, own, metrics) for name, own in settings.items()
+        }
+        return cls(listeners, refresh_seconds)
 
     def context_for(self, listener: str | None) -> ssl.SSLContext:
         return self.listeners[listener].context

@@ -1,5 +1,5 @@
 """The real `pulsar-client` with `pulsar.AuthenticationToken` against a gateway whose external
-listener requires tokens and whose lookups are authorized (issue 7 §6).
+listener requires tokens and whose lookups are authorized.
 
 Over `pulsar://` the client sends the token in CONNECT (auth method `token`); over `http://` in
 `Authorization: Bearer`. A valid token with permission gets the external listener's address and
@@ -26,11 +26,11 @@ from listeners.binary_server import BinaryServer, BinarySettings
 from listeners.endpoints import Endpoint, Scheme
 from listeners.socket_table import SocketSpec
 from lookup.authorization import LookupAuthorizer
-from lookup.file_source import FileSource
 from lookup.service import LookupService
-from lookup.snapshot import write_snapshot
+from metadata_store.file import FileSource
+from metadata_store.snapshot import write_snapshot
+from metadata_store.synthetic import cluster, topic_in_range
 from tests.broker_peer import BrokerPeer
-from tests.clusters import cluster, topic_in_range
 from tests.e2e import clients
 from tests.e2e.clients import OPERATION_TIMEOUT, in_thread
 

@@ -1,4 +1,4 @@
-"""The real `pulsar-client` wheel against the gateway's binary sockets (issue 4 §5 a-f).
+"""The real `pulsar-client` wheel against the gateway's binary sockets.
 
 No Pulsar broker runs here: the advertised listener URLs in the snapshot point at test peers
 (tests/broker_peer.py) on 127.0.0.x loopback addresses, which answer CONNECT and PRODUCER and
@@ -23,11 +23,11 @@ import trustme
 from listeners.binary_server import BinaryServer, BinarySettings
 from listeners.endpoints import Endpoint, Scheme
 from listeners.socket_table import SocketSpec
-from lookup.file_source import FileSource
 from lookup.service import LookupService
-from lookup.snapshot import write_snapshot
+from metadata_store.file import FileSource
+from metadata_store.snapshot import write_snapshot
+from metadata_store.synthetic import cluster, topic_in_range
 from tests.broker_peer import BrokerPeer
-from tests.clusters import cluster, topic_in_range
 from tests.e2e.clients import (
     in_thread,
     partitions,
@@ -246,7 +246,7 @@ async def test_an_unknown_listener_name_ends_in_a_client_error(world: World) -> 
 
 async def test_the_listener_name_the_client_does_not_retry_fails_at_once(world: World) -> None:
     """The C++ client stops retrying when the message says "the broker do not have test
-    listener" (reference §6): then the error is a ConnectError, not a timeout."""
+    listener" (it matches that exact text): then the error is a ConnectError, not a timeout."""
     with pytest.raises(pulsar.ConnectError):
         await in_thread(produce, world.url("internal"), OWNED_TOPIC, listener_name="test")
     assert world.sample(

@@ -27,10 +27,10 @@ from http_api.app import build_app
 from http_api.server import HttpServer
 from listeners.endpoints import Endpoint, Scheme
 from listeners.socket_table import SocketSpec
-from lookup.file_source import FileSource
 from lookup.service import LookupService
+from metadata_store.file import FileSource
+from metadata_store.synthetic import FOUR_BUNDLES, topic_in_range
 from tests.broker_peer import BrokerPeer
-from tests.clusters import FOUR_BUNDLES, topic_in_range
 
 pulsar = pytest.importorskip("pulsar")
 

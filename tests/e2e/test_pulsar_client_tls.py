@@ -1,4 +1,4 @@
-"""The real `pulsar-client` wheel against the gateway's TLS sockets (issue 6 §6).
+"""The real `pulsar-client` wheel against the gateway's TLS sockets.
 
 The gateway runs as a whole (``Gateway`` from a broker.conf-style config) with development
 certificates from ``tls.devcerts``; the cluster snapshot advertises, for the ``external``
@@ -25,12 +25,12 @@ import pulsar
 import pytest
 from cryptography import x509
 
+from gateway.process import Gateway
 from listeners.conf_file import parse_properties
 from listeners.config import validate_raw
-from listeners.gateway import Gateway
-from lookup.snapshot import write_snapshot
+from metadata_store.snapshot import write_snapshot
+from metadata_store.synthetic import FOUR_BUNDLES, cluster, topic_in_range
 from tests.broker_peer import BrokerPeer
-from tests.clusters import FOUR_BUNDLES, cluster, topic_in_range
 from tests.e2e import clients
 from tests.e2e.clients import in_thread
 from tests.waiting import eventually

@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
+from gateway.process import Gateway
 from listeners.conf_file import parse_properties
 from listeners.config import validate_raw
-from listeners.embedded_zookeeper import EmbeddedZooKeeper
-from listeners.gateway import Gateway
-from lookup.zk_admin import encode, seed
+from metadata_store.admin import encode, seed
+from metadata_store.embedded_zookeeper import EmbeddedZooKeeper
+from metadata_store.synthetic import cluster, topic_in_range
 from tests.broker_peer import BrokerPeer
-from tests.clusters import cluster, topic_in_range
 from tests.e2e.clients import in_thread, produce, reached
 from tests.waiting import eventually
 

@@ -26,21 +26,21 @@ from http_api.app import build_app
 from http_api.server import HttpServer
 from listeners.auth import Authenticator, TlsAuthenticationProvider, TokenAuthenticationProvider
 from listeners.binary_server import BinaryServer, BinarySettings
-from listeners.embedded_zookeeper import EmbeddedZooKeeper
 from listeners.endpoints import Endpoint, Scheme
 from listeners.protocol import codec
 from listeners.protocol.codec import BaseCommand, LookupType, ServerError
 from listeners.socket_table import SocketSpec
 from lookup.authorization import LookupAuthorizer
-from lookup.file_source import FileSource
-from lookup.metadata_url import parse_metadata_url
 from lookup.service import LookupService
-from lookup.snapshot import write_snapshot
 from lookup.source import MetadataSource
-from lookup.zk_admin import encode, seed
-from lookup.zk_source import ZooKeeperSource
+from metadata_store.admin import encode, seed
+from metadata_store.embedded_zookeeper import EmbeddedZooKeeper
+from metadata_store.file import FileSource
+from metadata_store.snapshot import write_snapshot
+from metadata_store.synthetic import cluster, topic_in_range
+from metadata_store.url import parse_metadata_url
+from metadata_store.zookeeper import ZooKeeperSource
 from tests.broker_peer import RawClient
-from tests.clusters import cluster, topic_in_range
 from tests.waiting import eventually
 
 HOST = "127.0.0.1"

@@ -27,11 +27,11 @@ from listeners.endpoints import Endpoint, Scheme
 from listeners.protocol import codec
 from listeners.protocol.codec import BaseCommand, FrameDecoder, LookupType
 from listeners.socket_table import SocketSpec
-from lookup.file_source import FileSource
 from lookup.service import LookupService
-from lookup.snapshot import write_snapshot
+from metadata_store.file import FileSource
+from metadata_store.snapshot import write_snapshot
+from metadata_store.synthetic import cluster, listeners_of, topic_in_range
 from tests.broker_peer import frame_of, raw_command
-from tests.clusters import cluster, listeners_of, topic_in_range
 
 HOST = "127.0.0.1"
 MAX_FRAME = 4096

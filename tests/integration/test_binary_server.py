@@ -20,14 +20,15 @@ from listeners.endpoints import Endpoint, Scheme
 from listeners.protocol import codec
 from listeners.protocol.codec import BaseCommand, LookupType, ServerError
 from listeners.protocol.pulsar_api_pb2 import CommandPartitionedTopicMetadataResponse
+from listeners.protocol.wire import varint_field
 from listeners.socket_table import SocketSpec
-from lookup.file_source import FileSource
 from lookup.service import LookupService
-from lookup.snapshot import write_snapshot
 from lookup.source import MetadataSource, SourceStatus
 from lookup.view import ClusterView
-from tests.broker_peer import RawClient, frame_of, producer_command, raw_command, wire_varint
-from tests.clusters import cluster, listeners_of, ownership_node, topic_in_range
+from metadata_store.file import FileSource
+from metadata_store.snapshot import write_snapshot
+from metadata_store.synthetic import cluster, listeners_of, ownership_node, topic_in_range
+from tests.broker_peer import RawClient, frame_of, producer_command, raw_command
 
 HOST = "127.0.0.1"
 WAIT = 10.0
@@ -416,7 +417,7 @@ async def test_unsupported_commands_are_refused_and_the_connection_stays(
     get_topics.getTopicsOfNamespace.request_id = 31
     get_topics.getTopicsOfNamespace.namespace = "public/default"
     subscribe_body = (
-        b"\x0a\x01t" + b"\x12\x01s" + wire_varint(3, 0) + wire_varint(4, 1) + wire_varint(5, 32)
+        b"\x0a\x01t" + b"\x12\x01s" + varint_field(3, 0) + varint_field(4, 1) + varint_field(5, 32)
     )
     async with serving(source) as server, client(server) as raw:
         for frame, request_id, named in [

@@ -3,23 +3,15 @@
 from __future__ import annotations
 
 import json
-import re
 import signal
 import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from listeners.embedded_zookeeper import free_port
+from metadata_store.embedded_zookeeper import free_port
+from tests.processes import DEMO, EXE, Running
 
-ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "configs" / "demo-cluster.json"
-EXE = str(Path(sys.executable).with_name("pulsar-lookup-gateway"))
-LISTENING = re.compile(r"listening on (\S+) listener=(\S+) tls=(\S+)")
 TOPIC = "persistent/public/default/orders-partition-1"
 
 
@@ -32,46 +24,6 @@ def write_config(path: Path, metadata: str) -> Path:
         "brokerServicePort=\nwebServicePort=\n"
     )
     return path
-
-
-class Running:
-    """A gateway process; waits (bounded) until every socket logged its address."""
-
-    def __init__(self, *args: str, sockets: int = 4) -> None:
-        self.process = subprocess.Popen(
-            [EXE, *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        self.lines: list[str] = []
-        self.urls: dict[tuple[str, str], str] = {}  # (scheme, listener) -> url
-        deadline = time.monotonic() + 60
-        assert self.process.stdout is not None
-        while len(self.urls) < sockets and time.monotonic() < deadline:
-            line = self.process.stdout.readline()
-            if not line:
-                break
-            self.lines.append(line)
-            if match := LISTENING.search(line):
-                url, listener = match.group(1), match.group(2)
-                self.urls[(url.split("://")[0], listener)] = url
-        assert len(self.urls) == sockets, "".join(self.lines)
-
-    def get(self, listener: str, path: str) -> Any:
-        url = self.urls[("http", listener)] + path
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return json.loads(response.read())
-
-    def stop(self, sig: int = signal.SIGTERM) -> int:
-        self.process.send_signal(sig)
-        try:
-            out, _ = self.process.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            raise
-        self.lines.append(out)
-        return self.process.returncode
 
 
 def test_run_serves_each_listener_and_stops_on_sigterm(tmp_path: Path) -> None:

@@ -30,11 +30,11 @@ from listeners.endpoints import Endpoint, Scheme
 from listeners.socket_table import SocketSpec
 from lookup.bundles import topic_hash
 from lookup.errors import FailureKind, LookupFailure
-from lookup.file_source import FileSource
 from lookup.service import LookupService
 from lookup.source import SourceStatus
 from lookup.view import ClusterView
-from tests.clusters import broker_id, cluster, ownership_node, topic_in_range
+from metadata_store.file import FileSource
+from metadata_store.synthetic import broker_id, cluster, ownership_node, topic_in_range
 
 NS = "public/default"
 OWNED_BUNDLE = "0x00000000_0x40000000"  # owned by broker 1
@@ -56,7 +56,7 @@ def zone_listener(i: int) -> dict[str, str]:
 
 
 def gateway_cluster(**kwargs: Any) -> dict[str, Any]:
-    """tests.clusters' cluster, each broker also advertising a third listener, 'zone'."""
+    """metadata_store.synthetic' cluster, each broker also advertising a third listener, 'zone'."""
     owned = {OWNED_BUNDLE: 1, "0x40000000_0x80000000": 2}
     nodes = cluster(3, owned, **kwargs)
     for i in (1, 2, 3):

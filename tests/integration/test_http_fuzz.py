@@ -31,9 +31,9 @@ from http_api.app import build_app
 from http_api.server import HttpServer
 from listeners.endpoints import Endpoint, Scheme
 from listeners.socket_table import SocketSpec
-from lookup.file_source import FileSource
 from lookup.service import LookupService
-from tests.clusters import cluster
+from metadata_store.file import FileSource
+from metadata_store.synthetic import cluster
 
 OWNED = {"0x00000000_0x40000000": 1, "0x40000000_0x80000000": 2, "0xc0000000_0xffffffff": 3}
 FUZZ_SETTINGS = settings(

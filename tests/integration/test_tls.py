@@ -1,4 +1,4 @@
-"""TLS on the gateway's real sockets (issue 6): per-listener certificates, the TLS 1.2 floor,
+"""TLS on the gateway's real sockets: per-listener certificates, the TLS 1.2 floor,
 mTLS, hot reload of rotated files, start-up errors naming the file, the expiry metric.
 
 Certificates come from trustme; the gateway reads them from files in the test's directory, as
@@ -16,7 +16,6 @@ import os
 import socket
 import ssl
 import subprocess
-import sys
 import warnings
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -31,13 +30,14 @@ from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import NameOID
 from prometheus_client.parser import text_string_to_metric_families
 
+from gateway.process import Gateway
 from listeners.conf_file import parse_properties
 from listeners.config import GatewayConfig, validate_raw
-from listeners.gateway import Gateway
 from listeners.protocol import codec
 from listeners.protocol.codec import BaseCommand, FrameDecoder
-from lookup.snapshot import write_snapshot
-from tests.clusters import FOUR_BUNDLES, cluster
+from metadata_store.snapshot import write_snapshot
+from metadata_store.synthetic import FOUR_BUNDLES, cluster
+from tests.processes import EXE
 from tests.waiting import eventually
 from tls.devcerts import standalone_tls_env
 from tls.errors import TlsConfigError
@@ -46,7 +46,6 @@ WAIT = 10.0  # bound on one connection attempt
 RELOAD_WAIT = 15.0  # bound on a reload being seen (checks run every second)
 TOPIC = "persistent://public/default/t1"
 EXPIRY = "pulsar_gateway_tls_certificate_expiry_seconds"
-EXE = str(Path(sys.executable).with_name("pulsar-lookup-gateway"))
 OWNED = {f"{lower}_{upper}": 1 for lower, upper in itertools.pairwise(FOUR_BUNDLES)}
 IPS = ("127.0.0.1", "127.0.0.2")
 

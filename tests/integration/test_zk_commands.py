@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from listeners.cli import main
-from listeners.embedded_zookeeper import EmbeddedZooKeeper
-from lookup.snapshot import read_snapshot
+from gateway.cli import main
+from metadata_store.embedded_zookeeper import EmbeddedZooKeeper
+from metadata_store.snapshot import read_snapshot
+from tests.processes import DEMO
 
 pytestmark = pytest.mark.zookeeper
-DEMO = Path(__file__).resolve().parents[2] / "configs" / "demo-cluster.json"
 
 
 def test_seed_then_dump_round_trips_the_demo_cluster(

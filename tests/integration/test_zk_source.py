@@ -10,17 +10,17 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from listeners.embedded_zookeeper import EmbeddedZooKeeper
 from lookup.errors import FailureKind, LookupFailure, ServerError
-from lookup.file_source import FileSource
-from lookup.metadata_url import parse_metadata_url
 from lookup.resolve import ResolvePolicy, ResponseKind, UnownedBundleRedirect
 from lookup.selection import ChoiceSource, ListenerChoice
 from lookup.service import LookupService
-from lookup.snapshot import read_snapshot, write_snapshot
-from lookup.zk_admin import encode, seed
-from lookup.zk_source import ZooKeeperSource
-from tests.clusters import broker_id, broker_node, cluster, ownership_node, topic_in_range
+from metadata_store.admin import connected, encode, seed
+from metadata_store.embedded_zookeeper import EmbeddedZooKeeper
+from metadata_store.file import FileSource
+from metadata_store.snapshot import read_snapshot, write_snapshot
+from metadata_store.synthetic import broker_id, broker_node, cluster, ownership_node, topic_in_range
+from metadata_store.url import parse_metadata_url
+from metadata_store.zookeeper import ZooKeeperSource
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.zookeeper
@@ -244,18 +244,11 @@ def private_zk() -> Iterator[EmbeddedZooKeeper]:
         yield server
 
 
-def admin_client(server: EmbeddedZooKeeper) -> KazooClient:
-    client = KazooClient(hosts=server.connect_string, timeout=10)
-    client.start(timeout=15)
-    return client
-
-
 async def test_zookeeper_down_serves_cache_fails_fast_then_recovers(
     private_zk: EmbeddedZooKeeper,
 ) -> None:
-    admin = admin_client(private_zk)
-    seed(admin, cluster(owned={FIRST: 1}) | {"/admin/policies/acme/x": {}})  # never read
-    admin.stop()
+    with connected(private_zk.connect_string) as admin:
+        seed(admin, cluster(owned={FIRST: 1}) | {"/admin/policies/acme/x": {}})  # never read
     source = source_for(private_zk.connect_string, "", session_timeout=30.0)
     await source.start()
     service = LookupService(source)
@@ -282,9 +275,8 @@ async def test_zookeeper_down_serves_cache_fails_fast_then_recovers(
             return source.status().ready
 
         await eventually(ready, timeout=30)
-        admin = admin_client(private_zk)
-        admin.set(OWNERSHIP, encode(ownership_node(2)))
-        admin.stop()
+        with connected(private_zk.connect_string) as admin:
+            admin.set(OWNERSHIP, encode(ownership_node(2)))
 
         async def changed() -> bool:
             return await owner_of(service, IN_FIRST) == broker_id(2)
@@ -297,8 +289,14 @@ async def test_zookeeper_down_serves_cache_fails_fast_then_recovers(
 async def test_session_loss_drops_the_cache_and_rebuilds_it(
     private_zk: EmbeddedZooKeeper,
 ) -> None:
-    admin = admin_client(private_zk)
-    seed(admin, cluster(owned={FIRST: 1}))
+    with connected(private_zk.connect_string) as admin:
+        seed(admin, cluster(owned={FIRST: 1}))
+        await _expire_the_session_and_move_the_owner(private_zk, admin)
+
+
+async def _expire_the_session_and_move_the_owner(
+    private_zk: EmbeddedZooKeeper, admin: KazooClient
+) -> None:
     source = source_for(private_zk.connect_string, "", session_timeout=4.0)
     await source.start()
     service = LookupService(source)
@@ -320,12 +318,11 @@ async def test_session_loss_drops_the_cache_and_rebuilds_it(
         await eventually(rebuilt, timeout=30)
         assert await owner_of(service, IN_FIRST) == broker_id(3)  # never the stale owner
     finally:
-        admin.stop()
         await source.close()
 
 
 async def test_unreachable_zookeeper_is_not_ready_and_lookups_fail_fast() -> None:
-    from listeners.embedded_zookeeper import free_port
+    from metadata_store.embedded_zookeeper import free_port
 
     source = source_for(f"127.0.0.1:{free_port()}", "", start_timeout=0.2)
     await source.start()

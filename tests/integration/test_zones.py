@@ -10,7 +10,6 @@ gateway's live HTTP lookups on the same ZooKeeper data.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import random
@@ -28,34 +27,34 @@ import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 import pytest
 
+from gateway.cli import main
 from http_api.app import build_app
 from http_api.server import HttpServer
-from listeners.embedded_zookeeper import EmbeddedZooKeeper
 from listeners.endpoints import Endpoint, Scheme
 from listeners.socket_table import SocketSpec
 from lookup.bundles import NamespaceBundles, topic_hash
 from lookup.errors import LookupFailure
-from lookup.metadata_url import parse_metadata_url
 from lookup.resolve import ResolvePolicy, UnownedBundleRedirect, resolve, resolve_partitions
 from lookup.service import LookupService
 from lookup.topics import TopicName
 from lookup.view import ClusterView
-from lookup.zk_admin import connect, seed
-from lookup.zk_source import ZooKeeperSource
-from lookup.zones import (
+from metadata_store.admin import seed_url
+from metadata_store.embedded_zookeeper import EmbeddedZooKeeper
+from metadata_store.synthetic import FOUR_BUNDLES, broker_id, broker_node, ownership_node
+from metadata_store.url import parse_metadata_url
+from metadata_store.zookeeper import ZooKeeperSource
+from zones.cli import detect_topics_format
+from zones.pairs import (
     COLUMNS,
     SUMMARY_COLUMNS,
     SummaryRow,
     Zone,
     ZonesError,
     build_summary,
-    detect_topics_format,
     format_summary,
-    local_session,
     parse_zones,
 )
-from lookup.zones_cli import register
-from tests.clusters import FOUR_BUNDLES, broker_id, broker_node, ownership_node
+from zones.spark import local_session
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:PySpark does not yet fully support pandas:FutureWarning"
@@ -251,12 +250,8 @@ def read_answers(path: Path) -> list[dict[str, Any]]:
 
 
 def cli(argv: list[str]) -> int:
-    """The `resolve-zones` subcommand as the gateway's command line registers it."""
-    parser = argparse.ArgumentParser(prog="pulsar-lookup-gateway")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["resolve-zones", *argv])
-    code: int = args.handler(args)
-    return code
+    """The gateway's `resolve-zones` command."""
+    return main(["resolve-zones", *argv])
 
 
 # -- fixtures: one SparkSession and one job run per module ----------------------------------------
@@ -296,15 +291,8 @@ def zone_run(
     pq.write_table(pa.table({"topic": pa.array(texts, pa.string())}), work / "topics.parquet")
     (work / "zones.csv").write_text(ZONES_CSV)
     chroot = f"/zones-{uuid.uuid4().hex[:12]}"
-    root = connect(zookeeper.connect_string)
-    root.ensure_path(chroot)
-    root.stop()
-    client = connect(zookeeper.connect_string + chroot)
-    try:
-        seed(client, nodes)
-    finally:
-        client.stop()
     metadata = f"zk:{zookeeper.connect_string}{chroot}"
+    seed_url(parse_metadata_url(metadata), nodes)
     out = work / "out"
     code = cli(
         [

@@ -18,12 +18,12 @@ from typing import Any
 
 import aiohttp
 
+from gateway.process import Gateway
 from listeners.conf_file import parse_properties
 from listeners.config import validate_raw
-from listeners.embedded_zookeeper import EmbeddedZooKeeper
-from listeners.gateway import Gateway
 from listeners.protocol.pulsar_api_pb2 import CommandLookupTopicResponse, ServerError
-from lookup.zk_admin import connect, seed
+from metadata_store.admin import connected, seed
+from metadata_store.embedded_zookeeper import EmbeddedZooKeeper
 from tests.broker_peer import RawClient
 
 SOAK = os.environ.get("PULSAR_GATEWAY_SOAK") == "1"
@@ -67,9 +67,8 @@ def gateway_config(metadata: str, extra: str = "") -> Any:
 async def gateway_on(
     zookeeper: EmbeddedZooKeeper, nodes: dict[str, Any], extra: str = ""
 ) -> AsyncIterator[Gateway]:
-    admin = connect(zookeeper.connect_string)
-    seed(admin, nodes)
-    admin.stop()
+    with connected(zookeeper.connect_string) as admin:
+        seed(admin, nodes)
     gateway = Gateway(gateway_config(f"zk:{zookeeper.connect_string}", extra))
     await gateway.start()
     try:

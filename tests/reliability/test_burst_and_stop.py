@@ -1,4 +1,4 @@
-"""A burst above maxConcurrentLookupRequest, and SIGTERM under load (issue 9 §3, §4).
+"""A burst above maxConcurrentLookupRequest, and SIGTERM under load.
 
 Lookups stay in flight while ZooKeeper is frozen (SIGSTOP): the namespace they need has never
 been read, so each one waits for the same ZooKeeper read.
@@ -18,13 +18,13 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from listeners.embedded_zookeeper import EmbeddedZooKeeper
 from listeners.protocol import codec
 from listeners.protocol.pulsar_api_pb2 import BaseCommand, CommandLookupTopicResponse, ServerError
-from lookup.zk_admin import connect, seed
+from metadata_store.admin import connected, seed
+from metadata_store.embedded_zookeeper import EmbeddedZooKeeper
+from metadata_store.synthetic import cluster
 from tests.broker_peer import RawClient
-from tests.clusters import cluster
-from tests.integration.test_gateway_process import Running
+from tests.processes import Running
 from tests.reliability.harness import binary_port, gateway_on, http_url
 
 pytestmark = pytest.mark.zookeeper
@@ -115,9 +115,8 @@ async def test_a_burst_above_the_limit_is_refused_and_every_accepted_lookup_answ
 def test_sigterm_under_load_answers_in_flight_refuses_new_and_exits_0(
     frozen_zk: EmbeddedZooKeeper, tmp_path: Path
 ) -> None:
-    admin = connect(frozen_zk.connect_string)
-    seed(admin, nodes())
-    admin.stop()
+    with connected(frozen_zk.connect_string) as admin:
+        seed(admin, nodes())
     conf = tmp_path / "g.conf"
     conf.write_text(
         f"metadataStoreUrl=zk:{frozen_zk.connect_string}\n"

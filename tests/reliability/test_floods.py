@@ -1,4 +1,4 @@
-"""Connection floods, connection limits, slowloris and half-open clients (issue 9 §2)."""
+"""Connection floods, connection limits, slowloris and half-open clients."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ import pytest
 
 from http_api.app import build_app
 from http_api.server import HttpServer
-from listeners.embedded_zookeeper import EmbeddedZooKeeper
 from listeners.endpoints import Endpoint, Scheme
 from listeners.protocol import codec
 from listeners.socket_table import SocketSpec
 from lookup.service import LookupService
+from metadata_store.embedded_zookeeper import EmbeddedZooKeeper
+from metadata_store.synthetic import cluster, topic_in_range
 from tests.broker_peer import RawClient
-from tests.clusters import cluster, topic_in_range
 from tests.reliability.harness import (
     Tally,
     binary_load,

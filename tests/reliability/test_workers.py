@@ -1,4 +1,4 @@
-"""`run --workers N`: processes sharing every port with SO_REUSEPORT (issue 9 §5)."""
+"""`run --workers N`: processes sharing every port with SO_REUSEPORT."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from listeners.embedded_zookeeper import free_port
-from tests.integration.test_gateway_process import DEMO, EXE
+from metadata_store.embedded_zookeeper import free_port
+from tests.processes import DEMO, EXE
 
 TOPIC = "persistent/public/default/orders-partition-1"
 WORKER_LISTENING = re.compile(r"INFO worker (\d+) \S+: listening on (\S+)")

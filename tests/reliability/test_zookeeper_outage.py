@@ -1,6 +1,6 @@
-"""ZooKeeper killed under steady binary and HTTP lookup load, then restarted (issue 9 §1).
+"""ZooKeeper killed under steady binary and HTTP lookup load, then restarted.
 
-The session-expiry half of §1 (the cache is rebuilt and never serves a stale owner) is
+The session-expiry half (the cache is rebuilt and never serves a stale owner) is
 tests/integration/test_zk_source.py::test_session_loss_drops_the_cache_and_rebuilds_it.
 """
 
@@ -13,11 +13,11 @@ from collections.abc import Iterator
 import aiohttp
 import pytest
 
-from listeners.embedded_zookeeper import EmbeddedZooKeeper
 from listeners.protocol.pulsar_api_pb2 import CommandLookupTopicResponse, ServerError
-from lookup.zk_admin import connect, encode
+from metadata_store.admin import connected, encode
+from metadata_store.embedded_zookeeper import EmbeddedZooKeeper
+from metadata_store.synthetic import broker_id, cluster, ownership_node, topic_in_range
 from tests.broker_peer import RawClient
-from tests.clusters import broker_id, cluster, ownership_node, topic_in_range
 from tests.reliability.harness import (
     Tally,
     binary_load,
@@ -94,10 +94,9 @@ async def test_cached_answers_flow_while_zookeeper_is_down_and_recover_after(
             return await ready_status(http, ready) == 200
 
         await eventually(recovered, timeout=30)
-        admin = connect(zk.connect_string)
-        moved_at = time.perf_counter()
-        admin.set("/namespace/public/default/0x00000000_0x40000000", encode(ownership_node(3)))
-        admin.stop()
+        with connected(zk.connect_string) as admin:
+            moved_at = time.perf_counter()
+            admin.set("/namespace/public/default/0x00000000_0x40000000", encode(ownership_node(3)))
 
         async def change_served() -> bool:
             answer = await gateway.service.lookup(CACHED[0], gateway.service.choose(), "t")

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from listeners.cli import main
+from gateway.cli import main
 from lookup.topics import TopicName
+from tls.material import Pkcs12Keystore
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = f"file:{ROOT / 'configs' / 'demo-cluster.json'}"
@@ -117,3 +118,16 @@ def test_console_script_is_installed() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["bundle"] == "0x40000000_0x80000000"
+
+
+def test_certs_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "certs"
+    assert (
+        main(["certs", "--out", str(out), "--host", "gw.internal", "--p12-password", "pw12"]) == 0
+    )
+    printed = capsys.readouterr().out
+    assert "server.p12 password: pw12" in printed
+    assert f"tlsCertificateFilePath={out / 'server.crt'}" in printed
+    assert Pkcs12Keystore(out / "server.p12", "pw12").load().subject == "CN=gw.internal"
+    assert main(["certs", "--out", str(out)]) == 1
+    assert "already exist" in capsys.readouterr().err

@@ -29,28 +29,9 @@ from listeners.protocol.pulsar_api_pb2 import (
     CommandPartitionedTopicMetadataResponse,
     FeatureFlags,
 )
+from listeners.protocol.wire import bytes_field, varint_field
 
-# --- an independent, minimal protobuf writer for building peer bytes by hand -----------------
-
-
-def varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def f_varint(number: int, value: int) -> bytes:
-    return varint(number << 3 | 0) + varint(value)
-
-
-def f_bytes(number: int, value: bytes) -> bytes:
-    return varint(number << 3 | 2) + varint(len(value)) + value
+# --- building peer bytes by hand -------------------------------------------------------------
 
 
 def frame(body: bytes, payload: bytes = b"") -> bytes:
@@ -150,12 +131,12 @@ def test_lookup_frame_cross_checked_with_hand_written_wire_encoder() -> None:
     # The same LOOKUP as a client would put it on the wire, built field by field with the
     # independent writer above (not with protobuf), including a large request id.
     request_id = 2**64 - 1
-    body = f_varint(1, 23) + f_bytes(
+    body = varint_field(1, 23) + bytes_field(
         23,
-        f_bytes(1, b"persistent://t1/ns/topic-\xc3\xa9")  # UTF-8 "é"
-        + f_varint(2, request_id)
-        + f_varint(3, 1)
-        + f_bytes(7, b"internal"),
+        bytes_field(1, b"persistent://t1/ns/topic-\xc3\xa9")  # UTF-8 "é"
+        + varint_field(2, request_id)
+        + varint_field(3, 1)
+        + bytes_field(7, b"internal"),
     )
     expected = frame(body)
     assert codec.lookup("persistent://t1/ns/topic-é", request_id, True, "internal") == expected
@@ -479,33 +460,35 @@ def test_max_frame_size_must_hold_a_header() -> None:
         pytest.param(b"\xff\xff\xff\xff", "undecodable", id="garbage"),
         pytest.param(b"\x08\x17\xba\x01\x7f", "undecodable", id="submessage-overruns"),
         pytest.param(b"", "without a type", id="empty"),
-        pytest.param(f_bytes(2, b""), "without a type", id="no-type"),
-        pytest.param(f_bytes(1, b"\x12"), "without a type", id="type-wrong-wire-type"),
-        pytest.param(f_varint(1, 23), "without its lookupTopic body", id="lookup-no-body"),
-        pytest.param(f_varint(1, 18), "without its ping body", id="ping-no-body"),
+        pytest.param(bytes_field(2, b""), "without a type", id="no-type"),
+        pytest.param(bytes_field(1, b"\x12"), "without a type", id="type-wrong-wire-type"),
+        pytest.param(varint_field(1, 23), "without its lookupTopic body", id="lookup-no-body"),
+        pytest.param(varint_field(1, 18), "without its ping body", id="ping-no-body"),
         pytest.param(
-            f_varint(1, 23) + f_bytes(23, f_varint(2, 1)),
+            varint_field(1, 23) + bytes_field(23, varint_field(2, 1)),
             "missing required field lookupTopic.topic",
             id="lookup-no-topic",
         ),
         pytest.param(
-            f_varint(1, 23) + f_bytes(23, f_bytes(1, b"t")),
+            varint_field(1, 23) + bytes_field(23, bytes_field(1, b"t")),
             "missing required field lookupTopic.request_id",
             id="lookup-no-request-id",
         ),
         pytest.param(
-            f_varint(1, 2) + f_bytes(2, f_varint(4, 21)),
+            varint_field(1, 2) + bytes_field(2, varint_field(4, 21)),
             "missing required field connect.client_version",
             id="connect-no-client-version",
         ),
         pytest.param(
-            f_varint(1, 23) + f_bytes(23, f_bytes(1, b"t\xff") + f_varint(2, 1)),
+            varint_field(1, 23) + bytes_field(23, bytes_field(1, b"t\xff") + varint_field(2, 1)),
             "lookupTopic.topic is not valid UTF-8",
             id="topic-not-utf8",
         ),
         pytest.param(
-            f_varint(1, 23)
-            + f_bytes(23, f_bytes(1, b"t") + f_varint(2, 1) + f_bytes(8, f_bytes(1, b"k"))),
+            varint_field(1, 23)
+            + bytes_field(
+                23, bytes_field(1, b"t") + varint_field(2, 1) + bytes_field(8, bytes_field(1, b"k"))
+            ),
             r"missing required field lookupTopic.properties\[0\].value",
             id="nested-repeated-missing",
         ),
@@ -520,9 +503,11 @@ def test_invalid_command_is_rejected(body: bytes, match: str) -> None:
 
 def test_unknown_type_number_yields_unknown_command_and_the_stream_continues() -> None:
     data = (
-        frame(f_varint(1, 99))
-        + frame(f_varint(1, 68) + f_bytes(68, f_varint(1, 1)))  # a newer command with a body
-        + frame(f_varint(1, 2**40))
+        frame(varint_field(1, 99))
+        + frame(
+            varint_field(1, 68) + bytes_field(68, varint_field(1, 1))
+        )  # a newer command with a body
+        + frame(varint_field(1, 2**40))
         + GOLDEN_PING
     )
     commands = decode_all(data)
@@ -532,8 +517,10 @@ def test_unknown_type_number_yields_unknown_command_and_the_stream_continues() -
 
 def test_known_type_without_a_modelled_body_is_recognised() -> None:
     # PRODUCER: the gateway has no CommandProducer message but knows the type number.
-    producer_body = f_bytes(1, b"persistent://public/default/t") + f_varint(2, 0) + f_varint(3, 1)
-    cmd = decode_one(frame(f_varint(1, 5) + f_bytes(5, producer_body)))
+    producer_body = (
+        bytes_field(1, b"persistent://public/default/t") + varint_field(2, 0) + varint_field(3, 1)
+    )
+    cmd = decode_one(frame(varint_field(1, 5) + bytes_field(5, producer_body)))
     assert isinstance(cmd, BaseCommand)
     assert cmd.type == BaseCommand.PRODUCER
 
@@ -604,10 +591,10 @@ _TYPE_NUMBERS = st.sampled_from([2, 3, 5, 13, 14, 18, 19, 21, 22, 23, 24, 32, 33
 
 
 _WIRE_FIELDS = st.one_of(
-    st.builds(f_varint, st.integers(1, 10), st.integers(0, 2**64 - 1)),
-    st.builds(f_bytes, st.integers(1, 10), st.binary(max_size=12)),
+    st.builds(varint_field, st.integers(1, 10), st.integers(0, 2**64 - 1)),
+    st.builds(bytes_field, st.integers(1, 10), st.binary(max_size=12)),
     st.builds(
-        f_bytes,
+        bytes_field,
         st.integers(1, 10),
         st.text(max_size=12).map(lambda text: text.encode("utf-8", "surrogatepass")),
     ),
@@ -619,13 +606,13 @@ def _plausible_bodies(draw: st.DrawFn) -> bytes:
     """A type field, then random bytes, or a body in the matching field made of random bytes or
     of well-formed protobuf fields with random numbers, wire types and values."""
     type_number = draw(_TYPE_NUMBERS)
-    head = f_varint(1, type_number)
+    head = varint_field(1, type_number)
     kind = draw(st.sampled_from(["raw", "raw-body", "fields-body"]))
     if kind == "raw":
         return head + draw(st.binary(max_size=60))
     if kind == "raw-body":
-        return head + f_bytes(type_number, draw(st.binary(max_size=60)))
-    return head + f_bytes(type_number, b"".join(draw(st.lists(_WIRE_FIELDS, max_size=6))))
+        return head + bytes_field(type_number, draw(st.binary(max_size=60)))
+    return head + bytes_field(type_number, b"".join(draw(st.lists(_WIRE_FIELDS, max_size=6))))
 
 
 @settings(max_examples=500)

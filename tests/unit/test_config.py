@@ -136,7 +136,8 @@ def test_all_four_schemes_in_one_listener() -> None:
     ("text", "expected"),
     [
         ("advertisedListeners=pulsar://h:1", "entry 'pulsar://h:1' has no listener name"),
-        ("advertisedListeners=b@d:pulsar://h:1", "listener name 'b@d' may only use"),
+        ("advertisedListeners=b@d:pulsar://h:1", "listener name 'b@d': use letters"),
+        ("advertisedListeners=" + "n" * 129 + ":pulsar://h:1", "at most 128 characters"),
         ("advertisedListeners=a:ftp://h:1", "entry 'a:ftp://h:1': unknown scheme 'ftp'"),
         ("advertisedListeners=a:h:1", "'h:1' is not a URL"),
         ("advertisedListeners=a:pulsar://:1", "no host"),

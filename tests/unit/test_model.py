@@ -15,7 +15,7 @@ from lookup.model import (
 )
 from lookup.topics import NamespaceName, TopicName
 from lookup.view import ClusterView
-from tests.clusters import broker_node
+from metadata_store.synthetic import broker_node
 
 PATH = "/loadbalance/brokers/b1:8080"
 

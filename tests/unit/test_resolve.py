@@ -17,7 +17,7 @@ from lookup.resolve import (
 from lookup.selection import ChoiceSource, ListenerChoice
 from lookup.topics import TopicName
 from lookup.view import ClusterView
-from tests.clusters import broker_id, broker_node, cluster, ownership_node, topic_in_range
+from metadata_store.synthetic import broker_id, broker_node, cluster, ownership_node, topic_in_range
 
 FIRST, SECOND, LAST = "0x00000000_0x40000000", "0x40000000_0x80000000", "0xc0000000_0xffffffff"
 IN_FIRST = TopicName.parse(topic_in_range(0, 0x40000000))

@@ -32,8 +32,8 @@ def test_precedence(
 
 
 async def test_metric_labels_use_only_declared_listener_names() -> None:
-    from lookup.file_source import FileSource
     from lookup.service import UNDECLARED, LookupService
+    from metadata_store.file import FileSource
 
     service = LookupService(FileSource("unused.json"), declared_listeners=["internal"])
     assert service._label("internal") == "internal"

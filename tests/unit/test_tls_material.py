@@ -3,7 +3,6 @@ development certificates. Files live in the test's temporary directory; no socke
 
 from __future__ import annotations
 
-import argparse
 import os
 import ssl
 import stat
@@ -17,11 +16,11 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from listeners.config import TlsSettings
 from tls.context import build_context, check_options, load_material, sealed
-from tls.devcerts import DevCA, certificate_pem, key_pem, register, write_dev_certs
+from tls.devcerts import DevCA, certificate_pem, key_pem, write_dev_certs
 from tls.errors import TlsConfigError
 from tls.material import Material, PemFiles, PemTrustFile, Pkcs12Keystore
+from tls.settings import TlsSettings
 
 EXPIRES = datetime(2031, 2, 3, 4, 5, 6, tzinfo=UTC)
 
@@ -32,19 +31,7 @@ def ca() -> DevCA:
 
 
 def settings(**overrides: object) -> TlsSettings:
-    values: dict[str, object] = {
-        "certificate_file": "server.crt",
-        "key_file": "server.key",
-        "key_password": None,
-        "trust_certs_file": None,
-        "key_store_type": "PEM",
-        "key_store": None,
-        "key_store_password": None,
-        "require_client_cert": False,
-        "protocols": (),
-        "ciphers": (),
-        "refresh_seconds": 300,
-    }
+    values: dict[str, object] = {"certificate_file": "server.crt", "key_file": "server.key"}
     values.update(overrides)
     return TlsSettings(**values)  # type: ignore[arg-type]
 
@@ -299,9 +286,9 @@ def test_unusable_options_name_their_setting(overrides: dict[str, object], messa
 
 
 def test_option_errors_name_the_listener_key() -> None:
-    names = {"protocols": "listener.ext.tlsProtocols"}
+    keys = {"protocols": "listener.ext.tlsProtocols"}
     with pytest.raises(TlsConfigError, match=r"^listener\.ext\.tlsProtocols: TLSv1 not"):
-        check_options(settings(protocols=("TLSv1",)), names)
+        check_options(settings(protocols=("TLSv1",), keys=keys))
 
 
 def test_client_certificates_checked_when_trusted_required_when_asked(
@@ -389,20 +376,3 @@ def test_dev_certs_do_not_overwrite_unless_told(tmp_path: Path) -> None:
     assert first.server_cert.read_bytes() != before
     key = serialization.load_pem_private_key(first.server_key.read_bytes(), None)
     assert isinstance(key, rsa.RSAPrivateKey)
-
-
-def test_certs_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    parser = argparse.ArgumentParser()
-    register(parser.add_subparsers(dest="command", required=True))
-    out = tmp_path / "certs"
-    args = parser.parse_args(
-        ["certs", "--out", str(out), "--host", "gw.internal", "--p12-password", "pw12"]
-    )
-    assert args.handler(args) == 0
-    printed = capsys.readouterr().out
-    assert "server.p12 password: pw12" in printed
-    assert f"tlsCertificateFilePath={out / 'server.crt'}" in printed
-    assert Pkcs12Keystore(out / "server.p12", "pw12").load().subject == "CN=gw.internal"
-    again = parser.parse_args(["certs", "--out", str(out)])
-    assert again.handler(again) == 1
-    assert "already exist" in capsys.readouterr().err

@@ -24,10 +24,10 @@ from kazoo.protocol.states import WatchedEvent
 from kazoo.retry import KazooRetry
 
 from lookup.errors import FailureKind, LookupFailure, NodeNotLoaded
-from lookup.metadata_url import MetadataUrl
 from lookup.model import BROKERS_ROOT, LEADER_PATH
 from lookup.source import SourceStatus
 from lookup.view import ClusterView
+from metadata_store.url import MetadataUrl
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ class ZooKeeperSource:
         self.read_timeout = read_timeout
         self.start_timeout = start_timeout
         self._client = KazooClient(
-            hosts=url.zk_hosts + url.chroot,
+            hosts=url.connect_string,
             timeout=session_timeout,
             connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0),
             logger=logging.getLogger("kazoo.client"),

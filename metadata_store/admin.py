@@ -1,4 +1,5 @@
-"""`seed` and `dump`: snapshots into and out of ZooKeeper, in Pulsar's exact layout.
+"""Short-lived ZooKeeper clients, and `seed` and `dump`: snapshots into and out of ZooKeeper,
+in Pulsar's exact layout.
 
 Blocking kazoo calls: for the command line and tests, never for the event loop. Requests are
 pipelined (many in flight) so that 100,000 znodes take seconds, not minutes.
@@ -6,9 +7,10 @@ pipelined (many in flight) so that 100,000 znodes take seconds, not minutes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -23,9 +25,10 @@ from lookup.model import (
     PARTITIONED_ROOT,
     POLICIES_ROOT,
 )
+from metadata_store.url import MetadataUrl
 
 log = logging.getLogger(__name__)
-_QUIET = logging.getLogger("lookup.zk_admin.kazoo")
+_QUIET = logging.getLogger("metadata_store.admin.kazoo")
 _QUIET.setLevel(logging.ERROR)
 
 # The subtrees the gateway reads; `dump` writes exactly these.
@@ -40,11 +43,27 @@ DUMP_ROOTS = (
 BATCH = 2000  # requests in flight at once
 
 
-def connect(hosts: str, timeout: float = 15.0) -> KazooClient:
+@contextlib.contextmanager
+def connected(hosts: str, timeout: float = 15.0) -> Iterator[KazooClient]:
+    """A started client for `hosts` (`host:port[,host:port][/chroot]`, as
+    MetadataUrl.connect_string gives it), stopped and closed however the block ends."""
     # Quiet: kazoo warns "connection dropped" when a short-lived admin client stops.
     client = KazooClient(hosts=hosts, timeout=timeout, logger=_QUIET)
-    client.start(timeout=timeout)
-    return client
+    try:
+        client.start(timeout=timeout)
+        yield client
+    finally:
+        client.stop()
+        client.close()
+
+
+def seed_url(url: MetadataUrl, nodes: Mapping[str, Any]) -> int:
+    """`seed` into the ZooKeeper of a `zk:` URL, creating its chroot first."""
+    if url.chroot:
+        with connected(url.zk_hosts) as root:
+            root.ensure_path(url.chroot)
+    with connected(url.connect_string) as client:
+        return seed(client, nodes)
 
 
 def encode(content: Any) -> bytes:

@@ -45,7 +45,7 @@ def supervise(config_path: Path, config: GatewayConfig, count: int) -> int:
     stopping = False
 
     def spawn(index: int) -> subprocess.Popen[bytes]:
-        command = [sys.executable, "-m", "listeners.cli", "run", "--config", str(config_path)]
+        command = [sys.executable, "-m", "gateway.cli", "run", "--config", str(config_path)]
         return subprocess.Popen([*command, "--worker", str(index)])
 
     def stop(signum: int, _frame: FrameType | None) -> None:

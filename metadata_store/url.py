@@ -20,10 +20,15 @@ class MetadataUrl:
         """The connect string kazoo takes (`host:port,host:port`)."""
         return ",".join(f"{host}:{port}" for host, port in self.hosts)
 
+    @property
+    def connect_string(self) -> str:
+        """The hosts and the chroot, as a kazoo client inside the chroot takes them."""
+        return self.zk_hosts + self.chroot
+
     def __str__(self) -> str:
         if self.kind == "file":
             return f"file:{self.path}"
-        return f"zk:{self.zk_hosts}{self.chroot}"
+        return f"zk:{self.connect_string}"
 
 
 def parse_metadata_url(text: str) -> MetadataUrl:

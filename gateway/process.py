@@ -19,7 +19,7 @@ from listeners.socket_table import SocketSpec
 from lookup.authorization import LookupAuthorizer
 from lookup.service import LookupService
 from lookup.source import MetadataSource
-from lookup.sources import open_source
+from metadata_store.open import open_source
 from tls.metrics import TlsMetrics
 from tls.reload import GatewayTls
 
@@ -69,7 +69,12 @@ class Gateway:
     async def start(self) -> None:
         specs = self.config.sockets()
         # All TLS material first: a TLS problem stops the start before anything listens.
-        self.tls = await asyncio.to_thread(GatewayTls.load, self.config, specs, self.tls_metrics)
+        self.tls = await asyncio.to_thread(
+            GatewayTls.load,
+            self.config.tls_settings(),
+            self.config.tls_cert_refresh_check_duration_sec,
+            self.tls_metrics,
+        )
         # Token keys too (AuthConfigError names the key that does not load).
         if self.authenticator is None:
             self.authenticator = await asyncio.to_thread(

@@ -8,9 +8,9 @@ import logging
 import os
 from pathlib import Path
 
-from lookup.snapshot import SnapshotError, read_snapshot
 from lookup.source import SourceStatus
 from lookup.view import ClusterView
+from metadata_store.snapshot import SnapshotError, read_snapshot
 
 log = logging.getLogger(__name__)
 

@@ -5,22 +5,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from listeners.config import ConfigError, GatewayConfig, LoadedConfig, load_config
+from console.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from console.table import format_table
+from gateway.startup import load_or_report, serve_config, setup_logging
+from listeners.config import GatewayConfig
 from lookup.errors import LookupFailure
-from lookup.metadata_url import MetadataUrl, parse_metadata_url
 from lookup.resolve import LookupAnswer, ResolvePolicy
 from lookup.service import LookupService
-from lookup.snapshot import SnapshotError, read_snapshot, write_snapshot
-from lookup.sources import open_source
+from metadata_store.open import open_source
+from metadata_store.snapshot import SnapshotError, read_snapshot, write_snapshot
+from metadata_store.url import MetadataUrl, parse_metadata_url
+from tls.devcerts import DEFAULT_HOSTS, write_dev_certs
+from zones import cli as zones_cli
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 # configs/ beside the packages (a source checkout or an editable install), else the cwd's.
 _CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 CONFIGS = _CONFIGS if _CONFIGS.is_dir() else Path("configs")
@@ -71,7 +74,7 @@ def _parser() -> argparse.ArgumentParser:
     standalone.add_argument("--config", type=Path, default=CONFIGS / "standalone.conf")
     standalone.add_argument("--snapshot", type=Path, default=CONFIGS / "demo-cluster.json")
     standalone.add_argument("--zookeeper-port", type=int, default=0, help="default: a free one")
-    standalone.set_defaults(handler=cmd_standalone)
+    standalone.set_defaults(handler=_standalone)
 
     seed = sub.add_parser("seed", help="write a snapshot into ZooKeeper in Pulsar's layout")
     seed.add_argument("--metadata", required=True, help="zk:host:port[/chroot]")
@@ -83,37 +86,36 @@ def _parser() -> argparse.ArgumentParser:
     dump.add_argument("--out", required=True, type=Path)
     dump.set_defaults(handler=cmd_dump)
 
-    from lookup.zones_cli import register as register_resolve_zones
-    from tls.devcerts import register as register_certs
+    certs = sub.add_parser("certs", help="write a development CA, server and client certificates")
+    certs.add_argument("--out", required=True, type=Path, help="directory to write into")
+    certs.add_argument(
+        "--host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a DNS name or IP address for the server certificate (repeatable); "
+        f"{', '.join(DEFAULT_HOSTS)} are always included",
+    )
+    certs.add_argument("--client-cn", default="client", help="client certificate CN")
+    certs.add_argument("--days", type=int, default=365, help="validity (default 365)")
+    certs.add_argument("--key-type", choices=("ec", "rsa"), default="ec")
+    certs.add_argument("--p12-password", help="server.p12 password (default: random)")
+    certs.add_argument("--force", action="store_true", help="replace existing files")
+    certs.set_defaults(handler=cmd_certs)
 
-    register_certs(sub)
-    register_resolve_zones(sub)
+    zones = sub.add_parser(
+        "resolve-zones",
+        help="resolve every topic for every network zone on Spark",
+        description=zones_cli.DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    zones_cli.add_arguments(zones, master_default=zones_cli.DEFAULT_MASTER)
+    zones.set_defaults(handler=zones_cli.run)
     return parser
 
 
-def _setup_logging(prefix: str = "") -> None:
-    logging.basicConfig(
-        level=os.environ.get("PULSAR_GATEWAY_LOG_LEVEL", "INFO").upper(),
-        format=f"%(asctime)s %(levelname)s {prefix}%(name)s: %(message)s",
-    )
-    logging.getLogger("kazoo.client").setLevel(logging.WARNING)
-
-
-def _load(path: Path, env: Mapping[str, str] | None = None) -> LoadedConfig | None:
-    try:
-        loaded = load_config(path, os.environ if env is None else env)
-    except ConfigError as exc:
-        print(f"{path}: {len(exc.problems)} problem(s):", file=sys.stderr)
-        for problem in exc.problems:
-            print(f"  - {problem}", file=sys.stderr)
-        return None
-    for warning in loaded.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-    return loaded
-
-
 def cmd_check_config(args: argparse.Namespace) -> int:
-    loaded = _load(args.config)
+    loaded = load_or_report(args.config)
     if loaded is None:
         return EXIT_USAGE
     print(describe_config(loaded.config))
@@ -141,9 +143,7 @@ def describe_config(config: GatewayConfig) -> str:
                 spec.origin,
             )
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        lines.append("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))
+    lines += format_table(rows, indent="  ")
     if len(rows) == 1:
         lines.append("  (none: the gateway would listen nowhere)")
     return "\n".join(line.rstrip() for line in lines)
@@ -153,7 +153,7 @@ def cmd_lookup(args: argparse.Namespace) -> int:
     policy = ResolvePolicy()
     internal: str | None = None
     if args.config is not None:
-        loaded = _load(args.config)
+        loaded = load_or_report(args.config)
         if loaded is None:
             return EXIT_USAGE
         policy = loaded.config.resolve_policy()
@@ -191,34 +191,21 @@ async def _lookup(
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from listeners.workers import WorkersError, supervise
+    from gateway.workers import WorkersError, supervise
 
-    _setup_logging(f"worker {args.worker} " if args.worker is not None else "")
-    loaded = _load(args.config)
+    setup_logging(f"worker {args.worker} " if args.worker is not None else "")
+    loaded = load_or_report(args.config)
     if loaded is None:
         return EXIT_USAGE
     if args.worker is not None:  # one of `--workers N`'s processes
-        return _serve(loaded.config, reuse_port=True)
+        return serve_config(loaded.config, reuse_port=True)
     if args.workers == 1:
-        return _serve(loaded.config)
+        return serve_config(loaded.config)
     try:
         return supervise(args.config, loaded.config, args.workers)
     except WorkersError as exc:
         print(f"run: {exc}", file=sys.stderr)
         return EXIT_USAGE
-
-
-def _serve(config: GatewayConfig, *, reuse_port: bool = False) -> int:
-    from listeners.auth import AuthConfigError
-    from listeners.gateway import Gateway, serve
-    from tls.context import TlsConfigError
-
-    try:
-        asyncio.run(serve(Gateway(config, reuse_port=reuse_port)))
-    except (TlsConfigError, AuthConfigError, SnapshotError, OSError) as exc:
-        logging.getLogger("listeners.gateway").error("cannot start: %s", exc)
-        return EXIT_FAILED
-    return EXIT_OK
 
 
 def _zk_url(text: str) -> MetadataUrl | None:
@@ -234,7 +221,7 @@ def _zk_url(text: str) -> MetadataUrl | None:
 
 
 def cmd_seed(args: argparse.Namespace) -> int:
-    from lookup.zk_admin import connect, seed
+    from metadata_store.admin import seed_url
 
     url = _zk_url(args.metadata)
     if url is None:
@@ -244,107 +231,64 @@ def cmd_seed(args: argparse.Namespace) -> int:
     except SnapshotError as exc:
         print(f"--snapshot: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    if url.chroot:
-        root = connect(url.zk_hosts)
-        root.ensure_path(url.chroot)
-        root.stop()
-    client = connect(url.zk_hosts + url.chroot)
-    try:
-        count = seed(client, nodes)
-    finally:
-        client.stop()
+    count = seed_url(url, nodes)
     print(f"wrote {count} znodes from {args.snapshot} to {url}")
     return EXIT_OK
 
 
 def cmd_dump(args: argparse.Namespace) -> int:
-    from lookup.zk_admin import connect, dump
+    from metadata_store.open import read_nodes
 
     url = _zk_url(args.metadata)
     if url is None:
         return EXIT_USAGE
-    client = connect(url.zk_hosts + url.chroot)
-    try:
-        nodes = dump(client)
-    finally:
-        client.stop()
+    nodes = read_nodes(url)
     write_snapshot(args.out, nodes)
     print(f"wrote {len(nodes)} znodes from {url} to {args.out}")
     return EXIT_OK
 
 
-def cmd_standalone(args: argparse.Namespace) -> int:
-    import tempfile
-
-    from listeners.embedded_zookeeper import EmbeddedZooKeeper, ZooKeeperUnavailable
-    from lookup.zk_admin import connect, seed
-    from tls.devcerts import standalone_tls_env
-
-    _setup_logging()
-    try:
-        nodes = read_snapshot(args.snapshot)
-    except SnapshotError as exc:
-        print(f"--snapshot: {exc}", file=sys.stderr)
+def cmd_certs(args: argparse.Namespace) -> int:
+    if args.days < 1:
+        print("--days: must be at least 1", file=sys.stderr)
         return EXIT_USAGE
-    zookeeper = EmbeddedZooKeeper(port=args.zookeeper_port)
     try:
-        zookeeper.start()
-    except ZooKeeperUnavailable as exc:
-        print(f"standalone: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    try:
-        client = connect(zookeeper.connect_string)
-        seed(client, nodes)
-        client.stop()
-        # Development certificates for the TLS sockets, removed when standalone stops;
-        # PULSAR_GATEWAY_tls* set in the environment win over them.
-        with tempfile.TemporaryDirectory(prefix="pulsar-gateway-dev-certs-") as certs:
-            env = {
-                **standalone_tls_env(Path(certs)),
-                **os.environ,
-                "PULSAR_GATEWAY_metadataStoreUrl": f"zk:{zookeeper.connect_string}",
-            }
-            loaded = _load(args.config, env)
-            if loaded is None:
-                return EXIT_USAGE
-            banner = _standalone_banner(
-                loaded.config, zookeeper.connect_string, args.snapshot, Path(certs)
-            )
-            print(banner)
-            return _serve(loaded.config)
-    finally:
-        zookeeper.close()
-
-
-def _standalone_banner(
-    config: GatewayConfig, zk: str, snapshot: Path, certs: Path | None = None
-) -> str:
-    topic = "persistent/public/default/orders-partition-1"
-    lines = [
-        "",
-        f"pulsar-lookup-gateway standalone: ZooKeeper at {zk}, seeded with {snapshot}.",
-        "Try (Ctrl-C stops the gateway and ZooKeeper):",
-    ]
-    for spec in config.sockets():
-        url = spec.endpoint.url
-        if spec.endpoint.scheme.value == "http":
-            lines.append(f"  curl -s {url}/lookup/v2/topic/{topic}    # listener {spec.listener}")
-        elif spec.endpoint.scheme.value == "https" and certs is not None:
-            lines.append(
-                f"  curl -s --cacert {certs / 'ca.crt'} {url}/lookup/v2/topic/{topic}"
-                f"    # listener {spec.listener}, TLS"
-            )
-    if certs is not None and any(spec.tls for spec in config.sockets()):
-        lines.append(
-            f"  TLS clients trust {certs / 'ca.crt'} (a development CA, deleted at exit), e.g."
-            " pulsar.Client('pulsar+ssl://127.0.0.1:6651', tls_trust_certs_file_path=...)"
+        certs = write_dev_certs(
+            args.out,
+            args.host,
+            client_cn=args.client_cn,
+            p12_password=args.p12_password,
+            days=args.days,
+            key_type=args.key_type,
+            overwrite=args.force,
         )
-    lines += [
-        f"  pulsar-lookup-gateway lookup orders-partition-3 --listener external --metadata zk:{zk}",
-        "  curl -s http://127.0.0.1:8080/admin/v2/gateway/listeners",
-        "",
-    ]
-    return "\n".join(lines)
+    except FileExistsError as exc:
+        print(f"certs: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except (OSError, ValueError) as exc:
+        print(f"certs: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    d = certs.directory
+    print(f"wrote a development CA and certificates to {d} (for development only)")
+    print(f"  server certificate SANs: {', '.join(certs.hosts)}")
+    print(f"  server.p12 password: {certs.p12_password}")
+    print("gateway config:")
+    print(f"  tlsCertificateFilePath={d / 'server.crt'}")
+    print(f"  tlsKeyFilePath={d / 'server.key'}")
+    print(f"  tlsTrustCertsFilePath={d / 'ca.crt'}")
+    print(
+        f"  # or: tlsKeyStoreType=PKCS12, tlsKeyStore={d / 'server.p12'}, tlsKeyStorePassword=..."
+    )
+    print("clients:")
+    print(f"  tls_trust_certs_file_path={d / 'ca.crt'}   (curl --cacert {d / 'ca.crt'})")
+    print(f"  mTLS: pulsar.AuthenticationTLS('{d / 'client.crt'}', '{d / 'client.key'}')")
+    return EXIT_OK
+
+
+def _standalone(args: argparse.Namespace) -> int:
+    from gateway.standalone import cmd_standalone  # ZooKeeper and dev certificates: only here
+
+    return cmd_standalone(args)
 
 
 def answer_json(answer: LookupAnswer) -> dict[str, Any]:

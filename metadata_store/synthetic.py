@@ -1,4 +1,5 @@
-"""Builders for cluster metadata in Pulsar's znode layout, for tests and benchmarks."""
+"""Synthetic cluster metadata in Pulsar's znode layout (fictional brokers on 10.0.0.x and
+*.example.com): the clusters the tests, the benchmarks and demos are built from."""
 
 from __future__ import annotations
 

@@ -1,0 +1,216 @@
+"""resolve-zones: its arguments, and the job (input checks, snapshot, Spark, outputs).
+
+Importing this module is cheap (no pyspark, pyarrow or matplotlib): the gateway's command line
+adds the subcommand at every start, and `run` loads Spark only when the job runs. `main` is the
+entry point for `spark-submit ... zones/cli.py ...`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+from console.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from lookup.bundles import DEFAULT_NUM_BUNDLES
+from lookup.resolve import ResolvePolicy, UnownedBundleRedirect
+from metadata_store.open import read_nodes
+from metadata_store.snapshot import SnapshotError
+from metadata_store.url import parse_metadata_url
+from zones.pairs import format_summary, listener_gaps, read_zones, write_summary_csv
+
+TOPICS_FORMATS = ("auto", "parquet", "csv", "text")
+DEFAULT_MASTER = "local[*]"
+
+DESCRIPTION = """\
+Resolve every (topic, zone) pair on Spark with the gateway's own resolve(): the driver takes one
+metadata snapshot (ZooKeeper or a snapshot file), broadcasts it, and the executors answer each
+pair as the gateway would answer a lookup that names the zone's listener.
+
+Writes <out>/answers/ (Parquet, partitioned by zone), <out>/summary.csv (topics per zone and
+broker) and <out>/share.png (topic share per broker per zone), and prints the summary.
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser, *, master_default: str | None) -> None:
+    parser.add_argument(
+        "--metadata", required=True, help="zk:host:port[,host:port][/chroot] or file:SNAPSHOT"
+    )
+    parser.add_argument(
+        "--topics",
+        required=True,
+        help="topics: Parquet or CSV with a 'topic' column, or text with one topic per line",
+    )
+    parser.add_argument(
+        "--topics-format",
+        choices=TOPICS_FORMATS,
+        default="auto",
+        help="default: from the file name (.parquet, .csv, anything else is text), or from the "
+        "files inside a directory",
+    )
+    parser.add_argument(
+        "--zones", required=True, help="CSV of zone,listener[,tls] (a header line is optional)"
+    )
+    parser.add_argument(
+        "--out", required=True, help="output directory (summary.csv, share.png, answers/)"
+    )
+    parser.add_argument(
+        "--answers",
+        help="where the Parquet answers go, any Hadoop path (default: <out>/answers)",
+    )
+    parser.add_argument(
+        "--master",
+        default=master_default,
+        help=f"Spark master (default: {master_default or 'from spark-submit'})",
+    )
+    parser.add_argument(
+        "--default-bundles",
+        type=_positive,
+        default=DEFAULT_NUM_BUNDLES,
+        metavar="N",
+        help="bundles of a namespace whose policies name none "
+        f"(defaultNumberOfNamespaceBundles, default {DEFAULT_NUM_BUNDLES})",
+    )
+    parser.add_argument(
+        "--unowned-redirect",
+        choices=[r.value for r in UnownedBundleRedirect],
+        default=UnownedBundleRedirect.LEADER.value,
+        help="where a lookup of a bundle nobody owns is sent (default: leader, as Pulsar does)",
+    )
+    parser.add_argument(
+        "--partitions",
+        type=_positive,
+        metavar="N",
+        help="Spark partitions of the topic list (default: the input's, at least twice the "
+        "default parallelism)",
+    )
+
+
+def build_parser(prog: str, *, master_default: str | None) -> argparse.ArgumentParser:
+    """A stand-alone parser, for `spark-submit zones/cli.py ...`."""
+    parser = argparse.ArgumentParser(
+        prog=prog, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add_arguments(parser, master_default=master_default)
+    return parser
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive number")
+    return value
+
+
+def detect_topics_format(path: str) -> str:
+    """parquet, csv or text, from the name, or from the files inside a local directory."""
+    lowered = path.lower().rstrip("/")
+    if lowered.endswith((".parquet", ".pq")):
+        return "parquet"
+    if lowered.endswith((".csv", ".csv.gz", ".csv.bz2")):
+        return "csv"
+    local = _local_path(path)
+    if local is not None and local.is_dir():
+        names = [
+            p.name.lower()
+            for p in local.rglob("*")
+            if p.is_file() and not p.name.startswith((".", "_"))
+        ]
+        if any(n.endswith((".parquet", ".pq")) for n in names):
+            return "parquet"
+        if any(n.endswith(".csv") or ".csv." in n for n in names):
+            return "csv"
+    return "text"
+
+
+def _local_path(path: str) -> Path | None:
+    if path.startswith("file:"):
+        return Path(path[len("file:") :].removeprefix("//"))
+    if "://" in path:
+        return None
+    return Path(path)
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"resolve-zones: {message}", file=sys.stderr)
+    return code
+
+
+def run(args: argparse.Namespace) -> int:
+    """The job, for the arguments of `add_arguments`."""
+    # Spark, Arrow and matplotlib load here, once the arguments are known to be good.
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
+    try:
+        zones = read_zones(args.zones)
+        url = parse_metadata_url(args.metadata)
+        topics_format = args.topics_format
+        if topics_format == "auto":
+            topics_format = detect_topics_format(args.topics)
+    except ValueError as exc:  # ZonesError too
+        return _fail(str(exc), EXIT_USAGE)
+    policy = ResolvePolicy(args.default_bundles, UnownedBundleRedirect(args.unowned_redirect))
+    out = Path(args.out)
+    answers = args.answers or str(out / "answers")
+
+    started = time.perf_counter()
+    try:
+        nodes = read_nodes(url)
+    except SnapshotError as exc:
+        return _fail(f"--metadata: {exc}", EXIT_USAGE)
+    except Exception as exc:  # kazoo's timeouts and connection errors have no common base
+        return _fail(f"--metadata: cannot read {url}: {exc!r}", EXIT_FAILED)
+    print(f"snapshot: {len(nodes)} znodes from {url}; {len(zones)} zone(s)", flush=True)
+    for warning in listener_gaps(nodes, zones):
+        print(f"warning: {warning}", flush=True)
+
+    from pyspark.errors import AnalysisException
+
+    from zones.chart import plot_share
+    from zones.pairs import ZonesError
+    from zones.spark import read_topics, resolve_zones, session, summarize
+
+    spark, owned = session(args.master)
+    try:
+        try:
+            topics = read_topics(spark, args.topics, topics_format)
+        except AnalysisException as exc:
+            return _fail(f"--topics: {args.topics} ({topics_format}): {exc}", EXIT_USAGE)
+        except ZonesError as exc:
+            return _fail(f"--topics: {exc}", EXIT_USAGE)
+        frame = resolve_zones(spark, nodes, topics, zones, policy, partitions=args.partitions)
+        frame.write.mode("overwrite").partitionBy("zone").parquet(answers)
+        rows = summarize(spark, answers, zones)
+    finally:
+        if owned:
+            spark.stop()
+    elapsed = time.perf_counter() - started
+    summary_path, chart_path = out / "summary.csv", out / "share.png"
+    write_summary_csv(rows, summary_path)
+    plot_share(rows, zones, chart_path)
+    pairs = sum(row.topics for row in rows)
+    print(format_summary(rows))
+    print(f"resolved {pairs} (topic, zone) pairs in {elapsed:.1f} s -> {answers}")
+    print(f"summary: {summary_path}")
+    print(f"chart:   {chart_path}")
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`spark-submit [--py-files ...] zones/cli.py --metadata ... --topics ... ...`"""
+    args = build_parser("resolve-zones", master_default=None).parse_args(argv)
+    return run(args)
+
+
+if __name__ == "__main__":
+    # spark-submit runs this file as a script, with its own folder first on sys.path, where the
+    # files beside it would shadow top-level modules of the same names: take it off. The
+    # functions Spark ships to the executors live in zones.spark, imported by package name.
+    _here = str(Path(__file__).resolve().parent)
+    sys.path[:] = [p for p in sys.path if str(Path(p or ".").resolve()) != _here]
+    sys.exit(main())
