@@ -8,7 +8,7 @@ The cluster: 20 brokers, 10 namespaces x 64 bundles, 90% of the bundles owned, l
 `partner` advertised by 15 of the 20 brokers. Zones: dc (internal), internet (external, TLS),
 partner (partner). The topics are generated as one Parquet file in a temp dir.
 
-Spark: the job as `resolve-zones` runs it (`zones.spark.run`: snapshot file read, broadcast,
+Spark: the job as `resolve-zones` runs it (`zones.cli.run`: snapshot file read, broadcast,
 resolve, Parquet write partitioned by zone, summary read back, CSV and PNG), timed end to end;
 the SparkSession start (JVM) is timed separately. Baseline: the gateway's HTTP app
 (`http_api.app.build_app` on a `LookupService` over a `FileSource` of the same snapshot, in a
@@ -280,7 +280,7 @@ def main(argv: list[str]) -> None:
         f"{args.topics:,} topics (one Parquet file) x {len(ZONES)} zones (dc: internal; "
         "internet: external, TLS; partner: a listener 5 of the 20 brokers lack) on a snapshot "
         f"of {BROKERS} brokers and {NAMESPACES} namespaces x {BUNDLES} bundles (90% owned). "
-        f"**Spark**: `resolve-zones` (`zones.spark.run`) on `{args.master}`, from reading the "
+        f"**Spark**: `resolve-zones` (`zones.cli.run`) on `{args.master}`, from reading the "
         "snapshot file to the Parquet answers, the summary CSV and the PNG. **Baseline**: the "
         "gateway's HTTP lookup route (`build_app` + `LookupService` + `FileSource` on the same "
         "snapshot, in one child process), asked one lookup at a time over one keep-alive "
@@ -312,7 +312,7 @@ def main(argv: list[str]) -> None:
         "",
         *textwrap.wrap(
             f"- Where the time goes: one Python process answers a pair in {core_us:.1f} us "
-            "(`zones.spark.resolve_pairs`: the topic parsed once and its partitioned-topic "
+            "(`zones.pairs.resolve_pairs`: the topic parsed once and its partitioned-topic "
             "metadata read once per topic, `resolve()` once per pair; measured in this run, "
             "no Spark). With 2 executor processes on 2 cores that bounds the job near "
             f"{2e6 / core_us:,.0f} pairs/s; the rest is Spark's: reading the Parquet, moving "

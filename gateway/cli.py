@@ -19,7 +19,7 @@ from lookup.errors import LookupFailure
 from lookup.resolve import LookupAnswer, ResolvePolicy
 from lookup.service import LookupService
 from metadata_store.open import open_source
-from metadata_store.snapshot import SnapshotError, read_snapshot, write_snapshot
+from metadata_store.snapshot import SnapshotError, read_nodes, read_snapshot, write_snapshot
 from metadata_store.url import MetadataUrl, parse_metadata_url
 from tls.devcerts import DEFAULT_HOSTS, write_dev_certs
 from zones import cli as zones_cli
@@ -237,8 +237,6 @@ def cmd_seed(args: argparse.Namespace) -> int:
 
 
 def cmd_dump(args: argparse.Namespace) -> int:
-    from metadata_store.open import read_nodes
-
     url = _zk_url(args.metadata)
     if url is None:
         return EXIT_USAGE

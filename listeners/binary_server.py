@@ -593,9 +593,8 @@ class _Connection(asyncio.Protocol):
 
     def _lookup(self, command: BaseCommand, out: list[bytes]) -> None:
         body = command.lookupTopic
-        name = (
-            body.advertised_listener_name
-        )  # "" when absent; blank means absent (clients always send it)
+        # "" when absent; blank means absent (the C++ and Go clients always send the field).
+        name = body.advertised_listener_name
         if name:
             choice = self._service.choose(explicit=name, socket_listener=self._listener)
             refused = self._guard.refusal(choice)

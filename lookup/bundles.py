@@ -1,4 +1,4 @@
-"""Namespace bundles: hash ranges that group a namespace's topics ."""
+"""Namespace bundles: hash ranges that group a namespace's topics."""
 
 from __future__ import annotations
 

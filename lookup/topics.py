@@ -1,4 +1,4 @@
-"""Pulsar topic names: full and short forms, domains, partitions ."""
+"""Pulsar topic names: full and short forms, domains, partitions."""
 
 from __future__ import annotations
 

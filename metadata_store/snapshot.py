@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from metadata_store.url import MetadataUrl
+
 
 class SnapshotError(Exception):
     pass
@@ -48,3 +50,13 @@ def write_snapshot(path: str | Path, nodes: Mapping[str, Any]) -> None:
     except BaseException:
         os.unlink(tmp)
         raise
+
+
+def read_nodes(url: MetadataUrl) -> dict[str, Any]:
+    """One consistent snapshot of the metadata: the snapshot file, or a dump of ZooKeeper."""
+    if url.kind == "file":
+        return read_snapshot(url.path)
+    from metadata_store.admin import connected, dump  # kazoo loads for zk: only
+
+    with connected(url.connect_string) as client:
+        return dump(client)

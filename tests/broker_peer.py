@@ -8,7 +8,7 @@
 - :class:`RawClient` is a minimal client for driving a server frame by frame.
 
 Our .proto has no CommandProducer / CommandProducerSuccess (a gateway never needs them), so the
-peer reads and writes those bodies field by field with the codec's wire helpers.
+peer reads and writes those bodies field by field with listeners.protocol.wire.
 """
 
 from __future__ import annotations

@@ -17,10 +17,15 @@ from pathlib import Path
 from console.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from lookup.bundles import DEFAULT_NUM_BUNDLES
 from lookup.resolve import ResolvePolicy, UnownedBundleRedirect
-from metadata_store.open import read_nodes
-from metadata_store.snapshot import SnapshotError
+from metadata_store.snapshot import SnapshotError, read_nodes
 from metadata_store.url import parse_metadata_url
-from zones.pairs import format_summary, listener_gaps, read_zones, write_summary_csv
+from zones.pairs import (
+    ZonesError,
+    format_summary,
+    listener_gaps,
+    read_zones,
+    write_summary_csv,
+)
 
 TOPICS_FORMATS = ("auto", "parquet", "csv", "text")
 DEFAULT_MASTER = "local[*]"
@@ -144,7 +149,6 @@ def _fail(message: str, code: int) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """The job, for the arguments of `add_arguments`."""
-    # Spark, Arrow and matplotlib load here, once the arguments are known to be good.
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
     try:
         zones = read_zones(args.zones)
@@ -169,10 +173,10 @@ def run(args: argparse.Namespace) -> int:
     for warning in listener_gaps(nodes, zones):
         print(f"warning: {warning}", flush=True)
 
+    # Spark, Arrow and matplotlib load here, once the inputs are known to be good.
     from pyspark.errors import AnalysisException
 
     from zones.chart import plot_share
-    from zones.pairs import ZonesError
     from zones.spark import read_topics, resolve_zones, session, summarize
 
     spark, owned = session(args.master)

@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 from lookup.resolve import ResolvePolicy
 from lookup.view import ClusterView
 from zones.pairs import (
+    COLUMNS,
     FAILED,
     FAILED_PREFIX,
     UNKNOWN_BROKER,
@@ -33,28 +34,12 @@ from zones.pairs import (
     resolve_pairs,
 )
 
-ARROW_SCHEMA = pa.schema(
-    [
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("zone", pa.string()),
-        ("listener", pa.string()),
-        ("bundle", pa.string()),
-        ("response", pa.string()),
-        ("broker_id", pa.string()),
-        ("service_url", pa.string()),
-        ("service_url_tls", pa.string()),
-        ("authoritative", pa.bool_()),
-        ("error", pa.string()),
-    ]
-)
-
-
-SPARK_SCHEMA = (
-    "topic STRING, `partition` INT, zone STRING, listener STRING, bundle STRING, "
-    "response STRING, broker_id STRING, service_url STRING, service_url_tls STRING, "
-    "authoritative BOOLEAN, error STRING"
-)
+# The answer COLUMNS as Arrow (the executors' batches) and Spark (the DataFrame) see them: strings
+# but for these two.
+_TYPES = {"partition": (pa.int32(), "INT"), "authoritative": (pa.bool_(), "BOOLEAN")}
+_STRING = (pa.string(), "STRING")
+ARROW_SCHEMA = pa.schema([(name, _TYPES.get(name, _STRING)[0]) for name in COLUMNS])
+SPARK_SCHEMA = ", ".join(f"`{name}` {_TYPES.get(name, _STRING)[1]}" for name in COLUMNS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,6 @@ import asyncio
 import itertools
 import json
 import shutil
-import socket
 import subprocess
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
@@ -28,6 +27,7 @@ from http_api.server import HttpServer
 from listeners.endpoints import Endpoint, Scheme
 from listeners.socket_table import SocketSpec
 from lookup.service import LookupService
+from metadata_store.embedded_zookeeper import free_port
 from metadata_store.file import FileSource
 from metadata_store.synthetic import FOUR_BUNDLES, topic_in_range
 from tests.broker_peer import BrokerPeer
@@ -229,12 +229,6 @@ http {{
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 async def _accepting(port: int) -> bool:
     try:
         _, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -257,7 +251,7 @@ async def nginx(nginx_binary: str, deployment: Deployment, tmp_path: Path) -> As
     """nginx on 127.0.0.1 in front of the entry gateway's untagged socket; yields its port."""
     directory = tmp_path / "nginx"
     directory.mkdir()
-    port = _free_port()
+    port = free_port()
     conf = directory / "nginx.conf"
     conf.write_text(NGINX_CONF.format(dir=directory, port=port, upstream=deployment.untagged.port))
     process = subprocess.Popen(

@@ -56,7 +56,7 @@ def zone_listener(i: int) -> dict[str, str]:
 
 
 def gateway_cluster(**kwargs: Any) -> dict[str, Any]:
-    """metadata_store.synthetic' cluster, each broker also advertising a third listener, 'zone'."""
+    """metadata_store.synthetic's cluster, each broker also advertising a third listener, 'zone'."""
     owned = {OWNED_BUNDLE: 1, "0x40000000_0x80000000": 2}
     nodes = cluster(3, owned, **kwargs)
     for i in (1, 2, 3):

@@ -2,16 +2,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from gateway.cli import main
 from lookup.topics import TopicName
+from tests.processes import EXE, ROOT
 from tls.material import Pkcs12Keystore
 
-ROOT = Path(__file__).resolve().parents[2]
 DEMO = f"file:{ROOT / 'configs' / 'demo-cluster.json'}"
 CONFIGS = sorted((ROOT / "configs").glob("*.conf"))
 
@@ -108,9 +107,8 @@ def test_lookup_with_a_bad_metadata_url_is_a_usage_error(
 
 
 def test_console_script_is_installed() -> None:
-    exe = Path(sys.executable).with_name("pulsar-lookup-gateway")
     result = subprocess.run(
-        [str(exe), "lookup", "orders-partition-0", "--metadata", DEMO],
+        [EXE, "lookup", "orders-partition-0", "--metadata", DEMO],
         capture_output=True,
         text=True,
         timeout=60,
