@@ -249,7 +249,9 @@ async def test_zookeeper_down_serves_cache_fails_fast_then_recovers(
 ) -> None:
     with connected(private_zk.connect_string) as admin:
         seed(admin, cluster(owned={FIRST: 1}) | {"/admin/policies/acme/x": {}})  # never read
-    source = source_for(private_zk.connect_string, "", session_timeout=30.0)
+    # Long enough that the session outlives the outage, so the cache is kept.
+    session_timeout = 30.0
+    source = source_for(private_zk.connect_string, "", session_timeout=session_timeout)
     await source.start()
     service = LookupService(source)
     try:
@@ -274,7 +276,10 @@ async def test_zookeeper_down_serves_cache_fails_fast_then_recovers(
         async def ready() -> bool:
             return source.status().ready
 
-        await eventually(ready, timeout=30)
+        # kazoo waits up to the session timeout for the first answer of a server it reached;
+        # a reconnect that lands while the restarted server is still starting can take that
+        # long before the next attempt succeeds.
+        await eventually(ready, timeout=session_timeout + 30)
         with connected(private_zk.connect_string) as admin:
             admin.set(OWNERSHIP, encode(ownership_node(2)))
 
