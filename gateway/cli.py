@@ -13,11 +13,13 @@ from typing import Any
 
 from console.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from console.table import format_table
+from gateway.standalone import cmd_standalone
 from gateway.startup import load_or_report, serve_config, setup_logging
 from listeners.config import GatewayConfig
 from lookup.errors import LookupFailure
 from lookup.resolve import LookupAnswer, ResolvePolicy
 from lookup.service import LookupService
+from metadata_store.admin import seed_url
 from metadata_store.open import open_source
 from metadata_store.snapshot import SnapshotError, read_nodes, read_snapshot, write_snapshot
 from metadata_store.url import MetadataUrl, parse_metadata_url
@@ -74,7 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     standalone.add_argument("--config", type=Path, default=CONFIGS / "standalone.conf")
     standalone.add_argument("--snapshot", type=Path, default=CONFIGS / "demo-cluster.json")
     standalone.add_argument("--zookeeper-port", type=int, default=0, help="default: a free one")
-    standalone.set_defaults(handler=_standalone)
+    standalone.set_defaults(handler=cmd_standalone)
 
     seed = sub.add_parser("seed", help="write a snapshot into ZooKeeper in Pulsar's layout")
     seed.add_argument("--metadata", required=True, help="zk:host:port[/chroot]")
@@ -221,8 +223,6 @@ def _zk_url(text: str) -> MetadataUrl | None:
 
 
 def cmd_seed(args: argparse.Namespace) -> int:
-    from metadata_store.admin import seed_url
-
     url = _zk_url(args.metadata)
     if url is None:
         return EXIT_USAGE
@@ -281,12 +281,6 @@ def cmd_certs(args: argparse.Namespace) -> int:
     print(f"  tls_trust_certs_file_path={d / 'ca.crt'}   (curl --cacert {d / 'ca.crt'})")
     print(f"  mTLS: pulsar.AuthenticationTLS('{d / 'client.crt'}', '{d / 'client.key'}')")
     return EXIT_OK
-
-
-def _standalone(args: argparse.Namespace) -> int:
-    from gateway.standalone import cmd_standalone  # ZooKeeper and dev certificates: only here
-
-    return cmd_standalone(args)
 
 
 def answer_json(answer: LookupAnswer) -> dict[str, Any]:

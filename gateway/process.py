@@ -70,10 +70,7 @@ class Gateway:
         specs = self.config.sockets()
         # All TLS material first: a TLS problem stops the start before anything listens.
         self.tls = await asyncio.to_thread(
-            GatewayTls.load,
-            self.config.tls_settings(),
-            self.config.tls_cert_refresh_check_duration_sec,
-            self.tls_metrics,
+            GatewayTls.load, self.config.tls_settings(), self.tls_metrics
         )
         # Token keys too (AuthConfigError names the key that does not load).
         if self.authenticator is None:

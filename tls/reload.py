@@ -241,15 +241,16 @@ class GatewayTls:
     def load(
         cls,
         settings: Mapping[str | None, TlsSettings],
-        refresh_seconds: float,
         metrics: TlsMetrics | None = None,
     ) -> GatewayTls:
         """Load the material of every listener in `settings` (None: the legacy TLS sockets);
-        blocking: reads files. Raises TlsConfigError naming the listener, the key and the file."""
+        blocking: reads files. Raises TlsConfigError naming the listener, the key and the file.
+        The re-check period is tlsCertRefreshCheckDurationSec, which every listener shares."""
         listeners = {
             name: ListenerTls.from_settings(name, own, metrics) for name, own in settings.items()
         }
-        return cls(listeners, refresh_seconds)
+        refresh = min((own.refresh_seconds for own in settings.values()), default=0)
+        return cls(listeners, refresh)
 
     def context_for(self, listener: str | None) -> ssl.SSLContext:
         return self.listeners[listener].context
