@@ -242,7 +242,11 @@ class GatewayConfig(BaseModel):
 
     # Connections (binary protocol). The frame cap is maxMessageSize + 10 KiB, as in Pulsar.
     max_message_size: int = Field(5 * 1024 * 1024, ge=1024)
-    broker_max_connections: int = Field(0, ge=0)  # 0: unlimited
+    # Bounds on what strangers can hold open. Pulsar's brokerMaxConnections defaults to
+    # unlimited; a gateway faces the open network, so it gets a finite default.
+    broker_max_connections: int = Field(10_000, ge=0)  # 0: unlimited
+    max_connections_per_ip: int = Field(0, ge=0)  # Pulsar's key; 0: no per-address cap
+    max_http_server_connections: int = Field(2048, ge=0)  # Pulsar's key, per HTTP socket
     keep_alive_interval_seconds: int = Field(30, ge=0)  # 0: never ping
     connection_handshake_timeout_seconds: float = Field(10.0, gt=0)
 
