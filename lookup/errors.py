@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from enum import Enum, IntEnum
 
+from lookup.untrusted import printable
+
 
 class ServerError(IntEnum):
     """Pulsar's `ServerError` enum, the codes a lookup can answer with."""
@@ -86,7 +88,10 @@ class LookupFailure(Exception):
 
 class InvalidTopicName(LookupFailure):
     def __init__(self, name: str, reason: str) -> None:
-        super().__init__(FailureKind.INVALID_TOPIC, f"Invalid topic name '{name}': {reason}")
+        # The name is the client's: echoed escaped and cut short.
+        super().__init__(
+            FailureKind.INVALID_TOPIC, f"Invalid topic name '{printable(name)}': {reason}"
+        )
         self.name = name
 
 
