@@ -112,9 +112,16 @@ def _listener_missing(name: str | None) -> LookupFailure:
 
 
 def _from_listener(
-    listener: ListenerUrls, default_http: str | None, default_https: str | None
+    listener: ListenerUrls,
+    choice: ListenerChoice,
+    default_http: str | None,
+    default_https: str | None,
 ) -> BrokerUrls:
-    # Pulsar master: a listener's own HTTP URLs where it has them, else the broker's defaults.
+    # Pulsar fills a listener's missing web URLs with the broker's defaults, but those are
+    # internal addresses: only the internal listener gets them. A client of any other listener
+    # gets its listener's own URLs ("" where it has none, as Pulsar answers brokerUrlSsl).
+    if not choice.internal:
+        default_http = default_https = None
     return BrokerUrls(
         listener.broker_service_url,
         listener.broker_service_url_tls,
@@ -136,7 +143,7 @@ def _owner_urls(
             listener = registration.advertised_listeners.get(choice.name or "")
         if listener is None:
             raise _listener_missing(choice.name)
-        return broker_id, _from_listener(listener, http, https)
+        return broker_id, _from_listener(listener, choice, http, https)
     native = owner.native_url or (registration.pulsar_service_url if registration else None)
     native_tls = owner.native_url_tls or (
         registration.pulsar_service_url_tls if registration else None
@@ -161,7 +168,7 @@ def _broker_urls(broker: BrokerData, choice: ListenerChoice) -> BrokerUrls | Non
         listener = broker.advertised_listeners.get(choice.name or "")
         if listener is None:
             return None
-        return _from_listener(listener, broker.web_service_url, broker.web_service_url_tls)
+        return _from_listener(listener, choice, broker.web_service_url, broker.web_service_url_tls)
     return BrokerUrls(
         broker.pulsar_service_url,
         broker.pulsar_service_url_tls,

@@ -30,6 +30,9 @@ class ChoiceSource(StrEnum):
 class ListenerChoice:
     name: str | None  # for INTERNAL, the configured internal listener's name (a label only)
     source: ChoiceSource
+    # The name is the configured internal listener's: its missing web URLs may be filled with
+    # the brokers' defaults, which are internal addresses too. No other listener's may.
+    internal: bool = False
 
     @property
     def uses_listener_urls(self) -> bool:
@@ -55,9 +58,10 @@ def choose_listener(
 ) -> ListenerChoice:
     """Precedence: explicit name > X-Pulsar-ListenerName header > socket tag > internal."""
     if (name := _given(explicit)) is not None:
-        return ListenerChoice(name, ChoiceSource.EXPLICIT)
+        return ListenerChoice(name, ChoiceSource.EXPLICIT, name == internal_listener)
     if (name := _given(header)) is not None:
-        return ListenerChoice(name, ChoiceSource.HEADER)
+        return ListenerChoice(name, ChoiceSource.HEADER, name == internal_listener)
     if socket_listener is not None:
-        return ListenerChoice(socket_listener, ChoiceSource.SOCKET)
-    return ListenerChoice(internal_listener, ChoiceSource.INTERNAL)
+        internal = socket_listener == internal_listener
+        return ListenerChoice(socket_listener, ChoiceSource.SOCKET, internal)
+    return ListenerChoice(internal_listener, ChoiceSource.INTERNAL, True)

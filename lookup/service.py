@@ -36,7 +36,11 @@ T = TypeVar("T")
 # One lookup reads a handful of nodes; more fetches than this means the data keeps changing
 # under us (or a bug), and the client is better served by an error it can retry.
 MAX_FETCHES_PER_LOOKUP = 64
-MAX_CACHED_ANSWERS = 100_000  # (topic, listener choice) answers kept for the current view
+# The answers and authorization results kept for the current view, bounded by the bytes of the
+# names in them (clients choose the names) as well as by count; at either bound they start over.
+MAX_CACHED_ANSWERS = 100_000
+MAX_CACHED_BYTES = 32 * 1024 * 1024
+ENTRY_OVERHEAD = 200  # bytes of one entry besides its name: dict slot, key tuple, answer share
 UNDECLARED = "undeclared"  # metric label for a listener name the config does not declare
 
 
@@ -71,6 +75,7 @@ class LookupService:
         self._answers: dict[tuple[str, ListenerChoice], LookupAnswer] = {}
         # (role, topic) pairs found authorized in the current view; dropped with the answers.
         self._allowed: set[tuple[str, str]] = set()
+        self._cached_bytes = 0  # names held by _answers and _allowed, plus ENTRY_OVERHEAD each
         self._answers_view: ClusterView | None = None
         self._answers_version = -1
 
@@ -112,8 +117,7 @@ class LookupService:
                 policy = self.policy
                 answer = await self._read(lambda view: resolve(name, choice, view, policy))
                 cache = self._answers_now()  # the view the answer was just read from
-                if len(cache) >= MAX_CACHED_ANSWERS:
-                    cache.clear()
+                self._make_room(len(cache), len(key[0]))
                 cache[key] = answer
         except LookupFailure as exc:
             self.metrics.failures.labels(*labels, exc.code.name).inc()
@@ -132,9 +136,23 @@ class LookupService:
         if self._answers_view is not view or self._answers_version != view.version:
             self._answers.clear()
             self._allowed.clear()
+            self._cached_bytes = 0
             self._answers_view = view
             self._answers_version = view.version
         return self._answers
+
+    def _make_room(self, entries: int, name_length: int) -> None:
+        """Account one more cached entry; start both caches over when a bound is reached."""
+        size = name_length + ENTRY_OVERHEAD
+        if entries >= MAX_CACHED_ANSWERS or self._cached_bytes + size > MAX_CACHED_BYTES:
+            self._answers.clear()
+            self._allowed.clear()
+            self._cached_bytes = 0
+        self._cached_bytes += size
+
+    @property
+    def cached_bytes(self) -> int:
+        return self._cached_bytes
 
     def _label(self, listener: str | None) -> str:
         if listener is None:
@@ -167,8 +185,7 @@ class LookupService:
         name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
         await self._read(lambda view: authorizer.check(role, name, view))
         allowed = self._answers_now_allowed()  # the view the check just read
-        if len(allowed) >= MAX_CACHED_ANSWERS:
-            allowed.clear()
+        self._make_room(len(allowed), len(role) + len(key[1]))
         allowed.add(key)
 
     def _answers_now_allowed(self) -> set[tuple[str, str]]:

@@ -8,6 +8,7 @@ from enum import StrEnum
 from urllib.parse import quote_plus, unquote_plus
 
 from lookup.errors import InvalidTopicName
+from lookup.untrusted import printable
 
 PARTITION_SUFFIX = "-partition-"
 DEFAULT_TENANT = "public"
@@ -17,6 +18,12 @@ DEFAULT_NAMESPACE = "default"
 _ENTITY = re.compile(r"[-=:.A-Za-z0-9_]+")
 _PARTITIONED = re.compile(r"(.+)-partition-([0-9]+)")
 _MAX_PARTITION = 2**31 - 1
+# Pulsar sets no limit on name length (apache/pulsar#12023), but every name a client sends is
+# held in caches and becomes znode paths: past this many UTF-8 bytes it is refused.
+MAX_TOPIC_NAME_BYTES = 4096
+# Valid by the character rule, but ZooKeeper refuses them as path elements (and `..` would
+# climb to another node): never a tenant, namespace or topic.
+_DOT_SEGMENTS = frozenset({".", ".."})
 
 
 class TopicDomain(StrEnum):
@@ -48,6 +55,10 @@ class TopicName:
     def parse(cls, name: str) -> TopicName:
         if not name or not name.strip():
             raise InvalidTopicName(name, "empty name")
+        if len(name) > MAX_TOPIC_NAME_BYTES or (
+            len(name) * 4 > MAX_TOPIC_NAME_BYTES and len(name.encode()) > MAX_TOPIC_NAME_BYTES
+        ):
+            raise InvalidTopicName(name, f"longer than {MAX_TOPIC_NAME_BYTES} bytes")
         if "://" not in name:
             parts = name.split("/")
             if len(parts) == 1:
@@ -95,12 +106,14 @@ class TopicName:
     def _build(
         cls, domain: TopicDomain, tenant: str, namespace: str, local: str, original: str
     ) -> TopicName:
-        if not _ENTITY.fullmatch(tenant):
-            raise InvalidTopicName(original, f"invalid tenant '{tenant}'")
-        if not _ENTITY.fullmatch(namespace):
-            raise InvalidTopicName(original, f"invalid namespace '{namespace}'")
+        if not _ENTITY.fullmatch(tenant) or tenant in _DOT_SEGMENTS:
+            raise InvalidTopicName(original, f"invalid tenant '{printable(tenant)}'")
+        if not _ENTITY.fullmatch(namespace) or namespace in _DOT_SEGMENTS:
+            raise InvalidTopicName(original, f"invalid namespace '{printable(namespace)}'")
         if not local:
             raise InvalidTopicName(original, "empty local topic name")
+        if local in _DOT_SEGMENTS:
+            raise InvalidTopicName(original, f"invalid local topic name '{local}'")
         index = -1
         match = _PARTITIONED.fullmatch(local)
         # As in Pulsar, a suffix that is not a Java int makes an ordinary, unpartitioned name.

@@ -4,6 +4,10 @@ Metadata sources (a snapshot file, ZooKeeper watches) write raw node content int
 pure resolve() reads typed, parsed nodes from it. A view is either *complete* (a snapshot: a
 path it does not hold does not exist) or *partial* (a cache: a path it does not hold raises
 NodeNotLoaded, and the source reads it and retries). All writes happen on one thread.
+
+Whether a node exists is decided from its parent's children list (one read and one watch per
+parent) before the node itself is read: names come from clients, and a made-up name must cost
+no read or watch of its own.
 """
 
 from __future__ import annotations
@@ -163,7 +167,11 @@ class ClusterView:
         self._changed(path)
 
     def set_children(self, path: str, names: Iterable[str]) -> None:
-        self._children[path] = set(names)
+        listed = set(names)
+        self._children[path] = listed
+        # A child listed now exists, whatever an earlier read of it found.
+        for name in listed:
+            self._absent.discard(f"{path}/{name}")
         self._changed(path + "/")
 
     def _changed(self, path: str) -> None:
@@ -232,9 +240,10 @@ class ClusterView:
         return path in self._children
 
     def known_paths(self) -> list[str]:
-        """Every path the view holds something about: present, known absent, and the parents
-        whose children it lists (with a trailing `/`). A source re-reads these to re-watch."""
-        return [*self._raw, *self._absent, *(parent + "/" for parent in self._children)]
+        """Every path the view holds, and the parents whose children it lists (with a trailing
+        `/`). A source re-reads these to re-watch them. Absent paths are not among them: their
+        parents' children lists say when they appear."""
+        return [*self._raw, *(parent + "/" for parent in self._children)]
 
     # -- typed readers used by resolve() ------------------------------------------------
 
@@ -261,6 +270,8 @@ class ClusterView:
         return registry.brokers[broker_id]
 
     def leader(self) -> LeaderData | None:
+        if not self.listed(LEADER_PATH):
+            return None
         return self.node(LEADER_PATH, parse_leader)
 
     def policies(self, namespace: NamespaceName) -> NamespacePolicies | None:
@@ -275,12 +286,15 @@ class ClusterView:
         """The tenant's TenantInfo (admin roles); None if the tenant node does not exist or
         holds no data (created only as the parent of its namespaces' nodes)."""
         path = tenant_path(tenant)
-        if self.raw(path) is None:
+        if not self.listed(path) or self.raw(path) is None:
             return None
         return self.node(path, parse_tenant)
 
     def local_policies(self, namespace: NamespaceName) -> NamespacePolicies | None:
-        return self.node(local_policies_path(namespace), parse_policies)
+        path = local_policies_path(namespace)
+        if not self.listed(path):
+            return None
+        return self.node(path, parse_policies)
 
     def bundles(self, namespace: NamespaceName, default_count: int) -> NamespaceBundles | None:
         """Local policies' bundles, else policies' bundles, else equal ranges; None if the
@@ -308,7 +322,10 @@ class ClusterView:
         return cast(NamespaceBundles, cached)
 
     def ownership(self, namespace: NamespaceName, bundle_name: str) -> OwnershipData | None:
-        return self.node(ownership_path(namespace, bundle_name), parse_ownership)
+        path = ownership_path(namespace, bundle_name)
+        if not self.listed(path):  # one children watch per namespace, none per unowned bundle
+            return None
+        return self.node(path, parse_ownership)
 
     def partitions(self, topic: TopicName) -> int:
         path = partitioned_path(topic)

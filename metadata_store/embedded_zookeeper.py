@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import re
 import socket
 import subprocess
 import tempfile
@@ -74,7 +75,7 @@ class EmbeddedZooKeeper:
             f"clientPortAddress={self.host}\n"
             "admin.enableServer=false\n"
             "maxClientCnxns=0\n"
-            "4lw.commands.whitelist=ruok,srvr,stat\n"
+            "4lw.commands.whitelist=ruok,srvr,stat,wchs\n"
         )
         command = [
             shutil.which("java") or "java",
@@ -101,19 +102,35 @@ class EmbeddedZooKeeper:
                 raise ZooKeeperUnavailable(
                     f"ZooKeeper exited at start-up; see {self._log}:\n{self._tail()}"
                 )
-            if self._ruok():
+            if self._serving():
                 return
             time.sleep(0.1)
         self.stop()
         raise ZooKeeperUnavailable(f"ZooKeeper did not answer within {timeout}s:\n{self._tail()}")
 
-    def _ruok(self) -> bool:
+    def _serving(self) -> bool:
+        # `ruok` answers before the server takes requests; `srvr` says when it does.
         try:
-            with socket.create_connection((self.host, self.port), timeout=1) as sock:
-                sock.sendall(b"ruok")
-                return sock.recv(4) == b"imok"
+            return "Mode:" in self.four_letter("srvr")
         except OSError:
             return False
+
+    def four_letter(self, command: str) -> str:
+        """The answer to a four-letter command (ruok, srvr, stat, wchs)."""
+        chunks = []
+        with socket.create_connection((self.host, self.port), timeout=5) as sock:
+            sock.sendall(command.encode())
+            while chunk := sock.recv(65536):
+                chunks.append(chunk)
+        return b"".join(chunks).decode(errors="replace")
+
+    def watch_count(self) -> int:
+        """The server's total of watches set, all sessions together (`wchs`)."""
+        answer = self.four_letter("wchs")
+        match = re.search(r"Total watches:\s*(\d+)", answer)
+        if match is None:
+            raise ZooKeeperUnavailable(f"unexpected wchs answer: {answer!r}")
+        return int(match.group(1))
 
     def _tail(self) -> str:
         try:

@@ -32,7 +32,10 @@ from metadata_store.url import MetadataUrl
 log = logging.getLogger(__name__)
 
 CHILDREN = "/"  # suffix of a fetch path that asks for a node's children
-WARM_PATHS = (BROKERS_ROOT + CHILDREN, LEADER_PATH)  # read at every (re)connect
+LEADER_PARENT = LEADER_PATH.rpartition("/")[0]
+# Read at every (re)connect: the brokers, and /loadbalance's children, which say whether the
+# leader node exists.
+WARM_PATHS = (BROKERS_ROOT + CHILDREN, LEADER_PARENT + CHILDREN, LEADER_PATH)
 WARM_BATCH = 5000  # re-reads in flight at once after a reconnect
 
 
@@ -56,7 +59,7 @@ class ZooKeeperSource:
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._view = ClusterView(complete=False)
-        self._inflight: dict[str, asyncio.Future[None]] = {}
+        self._inflight: dict[str, _PendingRead] = {}
         self._generation = 0  # bumped on session loss; results of older reads are dropped
         self._connected = False
         self._warm = False
@@ -115,13 +118,8 @@ class ZooKeeperSource:
     async def fetch(self, path: str) -> None:
         if not self._connected:
             raise self._unavailable(f"ZooKeeper at {self.url} is not reachable")
-        future = self._inflight.get(path) or self._start_read(path)
-        # asyncio.wait, not wait_for: it needs no current task (the binary server runs a
-        # lookup's first step outside one) and never cancels the shared read.
-        done, _ = await asyncio.wait({future}, timeout=self.read_timeout)
-        if not done:
-            raise self._unavailable(f"reading {path} from ZooKeeper timed out")
-        future.result()  # the read's LookupFailure, if it failed
+        read = self._inflight.get(path) or self._start_read(path)
+        await read.wait()  # the read's LookupFailure, if it failed or its deadline passed
         if path == BROKERS_ROOT + CHILDREN:
             await self._fetch_children_data(BROKERS_ROOT)
 
@@ -138,21 +136,34 @@ class ZooKeeperSource:
         if missing:
             await asyncio.gather(*(self.fetch(child) for child in missing))
 
-    def _start_read(self, path: str) -> asyncio.Future[None]:
-        assert self._loop is not None
-        future: asyncio.Future[None] = self._loop.create_future()
-        future.add_done_callback(_consume_exception)
-        self._inflight[path] = future
-        self.reads += 1
+    def _start_read(self, path: str, timeout: float | None = None) -> _PendingRead:
+        """Ask ZooKeeper for `path` (and set its watch). The read is listed for other lookups
+        of the same path only once kazoo took it, and ends by its own deadline whatever
+        ZooKeeper does: one timer per read, however many lookups wait on it."""
+        loop = self._loop
+        assert loop is not None
+        read = _PendingRead(path)
         generation = self._generation
-        if path.endswith(CHILDREN):
-            parent = path[: -len(CHILDREN)]
-            result = self._client.get_children_async(parent, watch=self._on_watch)
-            self._when_done(result, lambda r: self._children_read(future, parent, generation, r))
-        else:
-            result = self._client.get_async(path, watch=self._on_watch)
-            self._when_done(result, lambda r: self._data_read(future, path, generation, r))
-        return future
+        try:
+            if path.endswith(CHILDREN):
+                parent = path[: -len(CHILDREN)]
+                result = self._client.get_children_async(parent, watch=self._on_watch)
+                self._when_done(result, lambda r: self._children_read(read, parent, generation, r))
+            else:
+                result = self._client.get_async(path, watch=self._on_watch)
+                self._when_done(result, lambda r: self._data_read(read, path, generation, r))
+        except Exception as exc:  # kazoo refused the call itself (a path it finds invalid)
+            read.finish(self._read_error(path, exc))
+            return read
+        self.reads += 1
+        self._inflight[path] = read
+        read.deadline = loop.call_later(
+            timeout or self.read_timeout,
+            self._finish,
+            read,
+            self._unavailable(f"reading {path} from ZooKeeper timed out"),
+        )
+        return read
 
     def _when_done(self, result: AsyncResult, then: Callable[[AsyncResult], None]) -> None:
         """Run `then(result)` on the event loop once kazoo completes `result`."""
@@ -166,63 +177,44 @@ class ZooKeeperSource:
         result.rawlink(hand_over)
 
     def _data_read(
-        self, future: asyncio.Future[None], path: str, generation: int, result: AsyncResult
+        self, read: _PendingRead, path: str, generation: int, result: AsyncResult
     ) -> None:
         if generation != self._generation:
-            return self._finish(path, future, self._unavailable("ZooKeeper session was lost"))
+            return self._finish(read, self._unavailable("ZooKeeper session was lost"))
         if result.successful():
             data, _stat = result.value
             self._view.put_bytes(path, data or b"")
-            return self._finish(path, future, None)
+            return self._finish(read, None)
         if isinstance(result.exception, NoNodeError):
-            # Absent: watch for its creation (a data watch is only set on existing nodes).
-            exists = self._client.exists_async(path, watch=self._on_watch)
-            self._when_done(exists, lambda r: self._exists_read(future, path, generation, r))
-            return None
-        return self._finish(path, future, self._read_error(path, result.exception))
-
-    def _exists_read(
-        self, future: asyncio.Future[None], path: str, generation: int, result: AsyncResult
-    ) -> None:
-        if generation != self._generation:
-            return self._finish(path, future, self._unavailable("ZooKeeper session was lost"))
-        if not result.successful():
-            return self._finish(path, future, self._read_error(path, result.exception))
-        if result.value is None:
+            # Gone since its parent listed it. No watch of its own: the parent's children
+            # watch says when it is back (the view reads existence from children lists).
             self._view.put_absent(path)
-            return self._finish(path, future, None)
-        # Created between the two reads: read it again (keeping the same waiters).
-        again = self._client.get_async(path, watch=self._on_watch)
-        self._when_done(again, lambda r: self._data_read(future, path, generation, r))
-        return None
+            return self._finish(read, None)
+        return self._finish(read, self._read_error(path, result.exception))
 
     def _children_read(
-        self, future: asyncio.Future[None], parent: str, generation: int, result: AsyncResult
+        self, read: _PendingRead, parent: str, generation: int, result: AsyncResult
     ) -> None:
         if generation != self._generation:
-            return self._finish(
-                parent + CHILDREN, future, self._unavailable("ZooKeeper session was lost")
-            )
+            return self._finish(read, self._unavailable("ZooKeeper session was lost"))
         if result.successful():
             self._view.set_children(parent, result.value)
-            return self._finish(parent + CHILDREN, future, None)
+            return self._finish(read, None)
         if isinstance(result.exception, NoNodeError):
+            # A parent of real entities that does not exist yet (a namespace with no owned
+            # bundle): watch for its creation. Made-up names never get here, their own
+            # parents' lists do not name them.
             self._view.set_children(parent, [])
             exists = self._client.exists_async(parent, watch=self._on_watch)
             self._when_done(exists, lambda r: None)
-            return self._finish(parent + CHILDREN, future, None)
-        return self._finish(parent + CHILDREN, future, self._read_error(parent, result.exception))
+            return self._finish(read, None)
+        return self._finish(read, self._read_error(parent, result.exception))
 
-    def _finish(self, path: str, future: asyncio.Future[None], error: LookupFailure | None) -> None:
-        """Complete one read's waiters; a newer read of the same path may already be listed."""
-        if self._inflight.get(path) is future:
-            del self._inflight[path]
-        if future.done():
-            return
-        if error is None:
-            future.set_result(None)
-        else:
-            future.set_exception(error)
+    def _finish(self, read: _PendingRead, error: LookupFailure | None) -> None:
+        """End one read for all its waiters; a newer read of the same path may be listed."""
+        if self._inflight.get(read.path) is read:
+            del self._inflight[read.path]
+        read.finish(error)
 
     def _read_error(self, path: str, exc: BaseException | None) -> LookupFailure:
         return self._unavailable(f"reading {path} from ZooKeeper failed: {exc!r}")
@@ -233,9 +225,8 @@ class ZooKeeperSource:
 
     def _fail_inflight(self, message: str) -> None:
         inflight, self._inflight = self._inflight, {}
-        for future in inflight.values():
-            if not future.done():
-                future.set_exception(self._unavailable(message))
+        for read in inflight.values():
+            read.finish(self._unavailable(message))
 
     # -- watches and connection states (called on kazoo threads) -------------------------
 
@@ -271,9 +262,9 @@ class ZooKeeperSource:
             task.add_done_callback(_consume_exception)
 
     async def _fetch_children_after(self, path: str) -> None:
-        future = self._inflight.get(path)
-        if future is not None:
-            await asyncio.wait_for(asyncio.shield(future), self.read_timeout * 5)
+        read = self._inflight.get(path)
+        if read is not None:
+            await read.wait()
         await self._fetch_children_data(path[: -len(CHILDREN)])
 
     def _state_changed(self, state: str) -> None:
@@ -309,8 +300,12 @@ class ZooKeeperSource:
             paths = list(dict.fromkeys([*WARM_PATHS, *self._view.known_paths()]))
             try:
                 for start in range(0, len(paths), WARM_BATCH):
-                    batch = [self._start_read(p) for p in paths[start : start + WARM_BATCH]]
-                    await asyncio.wait_for(asyncio.gather(*batch), self.read_timeout * 10)
+                    # A batch is pipelined: its reads share a longer deadline than one lookup's.
+                    batch = [
+                        self._start_read(p, self.read_timeout * 10)
+                        for p in paths[start : start + WARM_BATCH]
+                    ]
+                    await asyncio.gather(*(read.wait() for read in batch))
                 await self._fetch_children_data(BROKERS_ROOT)
             except (LookupFailure, TimeoutError) as exc:
                 if not self._connected or generation != self._generation:
@@ -327,7 +322,47 @@ class ZooKeeperSource:
             return
 
 
+class _PendingRead:
+    """One ZooKeeper read and the lookups waiting for it.
+
+    Each waiter gets a future of its own, so a waiter that goes away (its connection closed)
+    costs nothing to the others, and ending the read wakes N waiters in O(N).
+    """
+
+    __slots__ = ("deadline", "outcome", "path", "waiters")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.deadline: asyncio.TimerHandle | None = None
+        self.waiters: list[asyncio.Future[None]] = []
+        self.outcome: tuple[LookupFailure | None] | None = None  # set once the read ended
+
+    async def wait(self) -> None:
+        if self.outcome is None:
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self.waiters.append(waiter)
+            await waiter
+            return
+        if self.outcome[0] is not None:
+            raise self.outcome[0]
+
+    def finish(self, error: LookupFailure | None) -> None:
+        if self.outcome is not None:
+            return
+        self.outcome = (error,)
+        if self.deadline is not None:
+            self.deadline.cancel()
+        waiters, self.waiters = self.waiters, []
+        for waiter in waiters:
+            if waiter.done():  # cancelled: its lookup was dropped
+                continue
+            if error is None:
+                waiter.set_result(None)
+            else:
+                waiter.set_exception(error)
+
+
 def _consume_exception(future: asyncio.Future[Any]) -> None:
-    # A read nobody awaits any more (its waiter timed out) must not log "never retrieved".
+    # A task nobody awaits must not log "never retrieved".
     if not future.cancelled():
         future.exception()

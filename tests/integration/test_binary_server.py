@@ -92,6 +92,7 @@ class GatedSource:
                 parent, _, name = path.rpartition("/")
                 children.setdefault(parent, set()).add(name)
                 path = parent
+        self.children = children
         for parent, names in children.items():
             self._view.set_children(parent, names)
 
@@ -112,7 +113,9 @@ class GatedSource:
                 await self.gate.wait()
             finally:
                 self.waiting -= 1
-        if path in self.nodes:
+        if path.endswith("/"):  # a children list; a parent that does not exist lists none
+            self._view.set_children(path[:-1], self.children.get(path[:-1], set()))
+        elif path in self.nodes:
             self._view.put_json(path, self.nodes[path])
         else:
             self._view.put_absent(path)

@@ -554,7 +554,12 @@ def _http_bases(nodes: dict[str, Any]) -> dict[tuple[str, str], str]:
         if path.startswith("/loadbalance/brokers/"):
             broker = path.rsplit("/", 1)[1]
             for name, urls in node["advertisedListeners"].items():
-                bases[(name, urls.get("brokerHttpUrl") or node["webServiceUrl"])] = broker
+                # A listener's own web URLs; only the internal one falls back to the broker's.
+                own = [urls.get("brokerHttpUrl"), urls.get("brokerHttpsUrl")]
+                fallback = [node.get("webServiceUrl")] if name == "internal" else []
+                for url in [*own, *fallback]:
+                    if url:
+                        bases[(name, url)] = broker
     return bases
 
 

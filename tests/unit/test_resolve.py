@@ -25,8 +25,8 @@ IN_SECOND = TopicName.parse(topic_in_range(0x40000000, 0x80000000))
 IN_LAST = TopicName.parse(topic_in_range(0xC0000000, 0xFFFFFFFF))
 
 EXTERNAL = ListenerChoice("external", ChoiceSource.EXPLICIT)
-INTERNAL_SOCKET = ListenerChoice("internal", ChoiceSource.SOCKET)
-NO_LISTENER = ListenerChoice("internal", ChoiceSource.INTERNAL)
+INTERNAL_SOCKET = ListenerChoice("internal", ChoiceSource.SOCKET, internal=True)
+NO_LISTENER = ListenerChoice("internal", ChoiceSource.INTERNAL, internal=True)
 LEAST = ResolvePolicy(unowned_redirect=UnownedBundleRedirect.LEAST_LOADED)
 
 
@@ -43,8 +43,9 @@ def failure(topic: TopicName, choice: ListenerChoice, nodes: dict[str, Any]) -> 
 @pytest.mark.parametrize(
     ("choice", "service", "tls", "http", "https"),
     [
+        # The external listener has no plain web URL: "" rather than the internal one.
         (EXTERNAL, "pulsar://b2.example.com:6650", "pulsar+ssl://b2.example.com:6651",
-         "http://10.0.0.2:8080", "https://b2.example.com:8443"),
+         None, "https://b2.example.com:8443"),
         (INTERNAL_SOCKET, "pulsar://10.0.0.2:6650", None, "http://10.0.0.2:8080", None),
         (NO_LISTENER, "pulsar://10.0.0.2:6650", None, "http://10.0.0.2:8080", None),
     ],

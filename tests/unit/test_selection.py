@@ -16,9 +16,11 @@ INT = ChoiceSource.INTERNAL
         ("", "hdr", "sock", ListenerChoice("hdr", H)),  # blank means absent (Pulsar #14304)
         ("  ", None, "sock", ListenerChoice("sock", S)),
         (None, "", "sock", ListenerChoice("sock", S)),
-        (None, None, None, ListenerChoice("internal", INT)),
-        ("", "", None, ListenerChoice("internal", INT)),
+        (None, None, None, ListenerChoice("internal", INT, internal=True)),
+        ("", "", None, ListenerChoice("internal", INT, internal=True)),
         (" ext ", None, None, ListenerChoice("ext", E)),
+        ("internal", None, "sock", ListenerChoice("internal", E, internal=True)),
+        (None, None, "internal", ListenerChoice("internal", S, internal=True)),
     ],
 )
 def test_precedence(

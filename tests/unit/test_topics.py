@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lookup.errors import FailureKind, InvalidTopicName, ServerError
-from lookup.topics import TopicDomain, TopicName
+from lookup.topics import MAX_TOPIC_NAME_BYTES, TopicDomain, TopicName
 
 
 @pytest.mark.parametrize(
@@ -114,6 +114,48 @@ def test_parse_raises_only_invalid_topic_name(text: str) -> None:
 
 
 def test_a_huge_partition_suffix_is_an_ordinary_name_not_a_crash() -> None:
-    name = "persistent://a/b/t-partition-" + "9" * 5000  # int() refuses 4,300+ digits
+    name = "persistent://a/b/t-partition-" + "9" * 4000
     topic = TopicName.parse(name)
     assert (topic.partition_index, topic.full) == (-1, name)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "persistent://../ns/t",
+        "persistent://./ns/t",
+        "persistent://acme/../t",
+        "persistent://acme/./t",
+        "persistent://acme/ns/..",
+        "persistent://acme/ns/.",
+        "../ns/t",
+    ],
+)
+def test_dot_segments_are_refused_before_any_read(name: str) -> None:
+    # ZooKeeper refuses "." and ".." as path elements: such a name must never reach a read.
+    with pytest.raises(InvalidTopicName):
+        TopicName.parse(name)
+
+
+def test_dots_inside_names_stay_valid() -> None:
+    topic = TopicName.parse("persistent://a.b/..ns/...")
+    assert (topic.tenant, topic.namespace, topic.local_name) == ("a.b", "..ns", "...")
+
+
+@pytest.mark.parametrize("char", ["x", "é", "€", "😀"])  # 1, 2, 3 and 4 UTF-8 bytes
+def test_names_are_bounded_in_utf8_bytes(char: str) -> None:
+    prefix = "persistent://a/b/"
+    room = MAX_TOPIC_NAME_BYTES - len(prefix)
+    fits = prefix + char * (room // len(char.encode()))
+    assert TopicName.parse(fits).full == fits
+    with pytest.raises(InvalidTopicName) as refused:
+        TopicName.parse(fits + char)
+    # The error echoes only the start of a name, never the whole of it.
+    assert len(refused.value.message) < 400
+
+
+def test_an_echoed_name_has_its_control_characters_escaped() -> None:
+    with pytest.raises(InvalidTopicName) as refused:
+        TopicName.parse("persistent://bad\ntenant/ns/t")
+    assert "\n" not in refused.value.message
+    assert "\\n" in refused.value.message
