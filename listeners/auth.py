@@ -54,6 +54,7 @@ from listeners.config import (
 )
 from lookup.errors import FailureKind, LookupFailure
 from lookup.selection import ChoiceSource, ListenerChoice
+from lookup.untrusted import printable
 
 __all__ = [
     "AuthConfigError",
@@ -89,6 +90,9 @@ _ECHO = 40
 
 class AuthConfigError(Exception):
     """Authentication settings that cannot be used (a key that does not load); names the key."""
+
+
+TIME_CLAIMS = ("exp", "nbf", "iat")  # RFC 7519 NumericDate claims
 
 
 class AuthenticationFailed(Exception):
@@ -223,7 +227,11 @@ class TokenAuthenticationProvider:
         except jwt.DecodeError:
             raise self._failed("the token is not a well-formed JWT", "malformed") from None
         except jwt.PyJWTError as exc:  # every other refusal of PyJWT's
-            raise self._failed(f"the token is not valid: {exc}", "invalid") from None
+            # Its message can quote the token's header (a `crit` entry): escaped and cut.
+            raise self._failed(
+                f"the token is not valid: {printable(str(exc))}", "invalid"
+            ) from None
+        self._check_times(claims)
         self._check_audience(claims)
         role = claims.get(self.role_claim)
         if not isinstance(role, str) or not role:
@@ -233,6 +241,14 @@ class TokenAuthenticationProvider:
         exp = claims.get("exp")
         expires = float(exp) if isinstance(exp, int | float) and not isinstance(exp, bool) else None
         return Identity(role, self.method, expires)
+
+    def _check_times(self, claims: Mapping[str, Any]) -> None:
+        # PyJWT takes "exp": "9999999999" (a string) through int(); the expiry of such a token
+        # would then never be enforced on a long-lived connection. Times are NumericDate only.
+        for claim in TIME_CLAIMS:
+            value = claims.get(claim)
+            if claim in claims and (not isinstance(value, int | float) or isinstance(value, bool)):
+                raise self._failed(f"the token's '{claim}' claim is not a number", "malformed")
 
     def _check_audience(self, claims: Mapping[str, Any]) -> None:
         if self.audience is None:
@@ -403,11 +419,10 @@ class ListenerGuard:
         name = choice.name or ""
         if name == self.listener or name in self.allowed_names:
             return None
-        allowed = sorted({*self.allowed_names, *([self.listener] if self.listener else [])})
+        # Which names are allowed is the operator's business, not a stranger's: not listed.
         return LookupFailure(
             FailureKind.LISTENER_NOT_ALLOWED,
-            f"listener {name[:64]!r} may not be asked for on a socket of listener "
-            f"'{self.listener}' (allowed: {', '.join(allowed) or 'none'})",
+            f"listener '{printable(name, 64)}' may not be asked for on this socket",
         )
 
 
@@ -511,8 +526,8 @@ class Authenticator:
             if provider is None:
                 enabled = ", ".join(self._by_method) or "none"
                 raise AuthenticationFailed(
-                    f"authentication method {credentials.method[:_ECHO]!r} is not enabled "
-                    f"(enabled: {enabled})",
+                    f"authentication method '{printable(credentials.method, _ECHO)}' is not "
+                    f"enabled (enabled: {enabled})",
                     "unsupported-method",
                 )
             return provider.authenticate(credentials)

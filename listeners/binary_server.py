@@ -8,12 +8,15 @@ in LOOKUP overrides it.
 
 What a connection may do:
 
-- CONNECT first; anything else before it closes the connection. CONNECTED carries
-  ``min(client's protocol version, ours)`` and the cluster's maxMessageSize.
+- CONNECT first, within the handshake deadline, in a frame of at most 64 KiB; anything else
+  before it closes the connection. CONNECTED carries the client's protocol version clamped to
+  ``[0, ours]`` and the cluster's maxMessageSize, which from then on bounds frames.
+- Connections are capped per socket (brokerMaxConnections) and per client address
+  (maxConnectionsPerIp); the excess is closed at accept, logged at most once per interval.
 - LOOKUP and PARTITIONED_METADATA are answered concurrently (pipelined): a slow lookup does not
   hold up later ones; answers carry the request id.
-- PING is answered with PONG; idle clients are pinged every keep-alive interval and dropped if
-  nothing comes back by the next tick.
+- PING is answered with PONG; idle clients (whatever their version) are pinged every keep-alive
+  interval and dropped if nothing comes back by the next tick.
 - Any other command gets ERROR ``NotAllowedError`` naming it, and the connection stays usable.
 - A frame that does not decode (RemoteProtocolError) closes that connection only.
 
@@ -49,6 +52,7 @@ from listeners.auth import (
     verified_peer_certificate,
 )
 from listeners.config import GatewayConfig
+from listeners.log_throttle import LogThrottle
 from listeners.protocol import codec, wire
 from listeners.protocol.codec import (
     DEFAULT_MAX_FRAME_SIZE,
@@ -81,6 +85,9 @@ FRAME_PADDING = 10 * 1024
 #: some are answered (maxConcurrentLookupRequest bounds lookups across connections; this also
 #: bounds PARTITIONED_METADATA, which that limit does not count).
 MAX_IN_FLIGHT_PER_CONNECTION = 1024
+#: Largest frame accepted before CONNECTED: a CONNECT with a large token fits many times over,
+#: and a stranger cannot make the gateway buffer maxMessageSize per connection.
+PRE_CONNECT_MAX_FRAME = 64 * 1024
 
 
 def _package_version() -> str:
@@ -100,6 +107,7 @@ class BinarySettings:
 
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
     max_connections: int = 0  # 0: unlimited
+    max_connections_per_ip: int = 0  # 0: no cap per client address
     keep_alive_interval: float = 30.0  # 0: never ping
     handshake_timeout: float = 10.0
     proxy_through_service_url: bool = False
@@ -111,6 +119,8 @@ class BinarySettings:
             raise ValueError("max_frame_size must be at least 8 (the frame header)")
         if self.max_connections < 0:
             raise ValueError("max_connections must be >= 0 (0: unlimited)")
+        if self.max_connections_per_ip < 0:
+            raise ValueError("max_connections_per_ip must be >= 0 (0: no cap)")
         if self.keep_alive_interval < 0:
             raise ValueError("keep_alive_interval must be >= 0 (0: never ping)")
         if self.handshake_timeout <= 0:
@@ -129,6 +139,7 @@ class BinarySettings:
         return cls(
             max_frame_size=config.max_message_size + FRAME_PADDING,
             max_connections=config.broker_max_connections,
+            max_connections_per_ip=config.max_connections_per_ip,
             keep_alive_interval=float(config.keep_alive_interval_seconds),
             handshake_timeout=config.connection_handshake_timeout_seconds,
             proxy_through_service_url=config.settings_for(listener).proxy_through_service_url,
@@ -161,6 +172,8 @@ class BinaryServer(BoundSocket):
         self._server: asyncio.Server | None = None
         self._keep_alive_task: asyncio.Task[None] | None = None
         self._connections: set[_Connection] = set()
+        self._per_address: dict[str, int] = {}  # open connections by client address
+        self.refused = LogThrottle(log, logging.WARNING)  # a flood must not flood the log
         self._stopping = False
         # The choice for every lookup that names no listener, made once.
         self.socket_choice = service.choose(socket_listener=spec.listener)
@@ -231,15 +244,29 @@ class BinaryServer(BoundSocket):
 
     # -- called by connections ---------------------------------------------------------
 
-    def _admit(self, conn: _Connection) -> bool:
+    def _refusal(self, address: str) -> str | None:
+        """Why a new connection from `address` is refused (None: admitted)."""
+        if self._stopping:
+            return "stopping"
         limit = self.settings.max_connections
-        if self._stopping or (limit and len(self._connections) >= limit):
-            return False
+        if limit and len(self._connections) >= limit:
+            return f"brokerMaxConnections={limit} reached"
+        per_ip = self.settings.max_connections_per_ip
+        if per_ip and self._per_address.get(address, 0) >= per_ip:
+            return f"maxConnectionsPerIp={per_ip} reached for {address}"
+        return None
+
+    def _admit(self, conn: _Connection) -> None:
         self._connections.add(conn)
-        return True
+        self._per_address[conn.address] = self._per_address.get(conn.address, 0) + 1
 
     def _forget(self, conn: _Connection) -> None:
         self._connections.discard(conn)
+        left = self._per_address.get(conn.address, 0) - 1
+        if left > 0:
+            self._per_address[conn.address] = left
+        else:
+            self._per_address.pop(conn.address, None)
 
     async def _keep_alive(self) -> None:
         interval = self.settings.keep_alive_interval
@@ -354,10 +381,11 @@ class _Connection(asyncio.Protocol):
         self._guard = server.guard
         self._identity: Identity | None = None  # who authenticated (None: not required)
         self._role: str | None = None
-        self._decoder = FrameDecoder(server.settings.max_frame_size)
+        self._decoder = FrameDecoder(min(server.settings.max_frame_size, PRE_CONNECT_MAX_FRAME))
         self._transport: asyncio.Transport | None = None
         self._loop = asyncio.get_running_loop()
         self._peer = "?"
+        self.address = "?"  # the client's IP address, for maxConnectionsPerIp
         self._admitted = False
         self._connected = False  # CONNECT answered
         self._closing = False
@@ -367,7 +395,6 @@ class _Connection(asyncio.Protocol):
         self._stopped = False  # the server is stopping: read nothing more
         self._active = True  # bytes arrived since the last keep-alive tick
         self._awaiting_pong = False
-        self._ping_allowed = True
         self._handshake_timer: asyncio.TimerHandle | None = None
         self.tasks: set[asyncio.Task[None]] = set()
         self.lost: asyncio.Future[None] = self._loop.create_future()
@@ -380,16 +407,16 @@ class _Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self._peer = f"{peer[0]}:{peer[1]}"
-        if not self._server._admit(self):
-            log.warning(
-                "refusing connection from %s on %s: %s",
-                self._peer,
-                self._server.url,
-                "stopping" if self._server._stopping else "too many connections",
+            self.address = str(peer[0])
+        refused = self._server._refusal(self.address)
+        if refused is not None:
+            self._server.refused.event(
+                "refusing connection from %s on %s: %s", self._peer, self._server.url, refused
             )
             self._closing = True
             self._transport.abort()
             return
+        self._server._admit(self)
         self._admitted = True
         self._handshake_timer = self._loop.call_later(
             self._settings.handshake_timeout, self._handshake_expired
@@ -481,7 +508,9 @@ class _Connection(asyncio.Protocol):
             log.info("closing connection from %s: no answer to PING", self._peer)
             self.abort()
             return
-        if not self._active and self._ping_allowed:
+        # Every connected client is pinged, whatever version it claims: a client that cannot
+        # answer a PING cannot hold a connection for ever either.
+        if not self._active:
             self._send([_PING])
             self._awaiting_pong = True
         self._active = False
@@ -545,11 +574,11 @@ class _Connection(asyncio.Protocol):
     def _handshake(self, command: BaseCommand, out: list[bytes]) -> None:
         if self._guard.required and not self._authenticate(command, out):
             return
-        client_version = command.connect.protocol_version
-        version = min(client_version, PROTOCOL_VERSION)
+        # A client's version is any int32: answer within what this server speaks.
+        version = max(0, min(command.connect.protocol_version, PROTOCOL_VERSION))
         out.append(codec.connected(SERVER_VERSION, version, self._settings.announced_message_size))
         self._connected = True
-        self._ping_allowed = version >= 1  # v0 clients know no PING
+        self._decoder.max_frame_size = self._settings.max_frame_size
         if self._handshake_timer is not None:
             self._handshake_timer.cancel()
             self._handshake_timer = None

@@ -113,6 +113,14 @@ class FrameDecoder:
     def max_frame_size(self) -> int:
         return self._max_frame_size
 
+    @max_frame_size.setter
+    def max_frame_size(self, size: int) -> None:
+        """Change the cap for frames whose header has not been read yet (a server allows a
+        stranger small frames only, and raises the cap once the client authenticated)."""
+        if size < _MIN_FRAME_SIZE:
+            raise ValueError(f"max_frame_size must be at least {_MIN_FRAME_SIZE}")
+        self._max_frame_size = size
+
     @property
     def buffered_size(self) -> int:
         """Bytes received that do not yet form a complete frame (non-zero at EOF = truncated)."""

@@ -188,12 +188,16 @@ NOW = int(time.time())
         (lambda k: "garbage", "malformed"),
         (lambda k: "é".encode(), "malformed"),
         (lambda k: b"", "no-credentials"),
+        (lambda k: hs256({"sub": "a", "aud": "gw", "exp": str(NOW + 3600)}), "malformed"),
+        (lambda k: hs256({"sub": "a", "aud": "gw", "nbf": str(NOW - 60)}), "malformed"),
+        (lambda k: hs256({"sub": "a", "aud": "gw", "iat": str(NOW - 60)}), "malformed"),
     ],
     ids=[
         "alg-none", "alg-None", "alg-NONE", "expired", "nbf-in-future", "iat-in-future",
         "wrong-audience", "audience-list-without-ours", "no-audience-claim", "wrong-secret",
         "tampered-signature", "hs384", "rs256-against-hs256", "no-sub", "empty-sub",
-        "other-claim-only", "not-a-jwt", "garbage", "not-ascii", "empty",
+        "other-claim-only", "not-a-jwt", "garbage", "not-ascii", "empty", "exp-as-string",
+        "nbf-as-string", "iat-as-string",
     ],
 )  # fmt: skip
 def test_hs256_rejections(keys: Keys, make: Callable[[Keys], str | bytes], code: str) -> None:
@@ -686,3 +690,15 @@ def test_identity_expiry() -> None:
     assert not Identity("a", "token").expired(1e12)
     assert not Identity("a", "token", 100.0).expired(99.9)
     assert Identity("a", "token", 100.0).expired(100.0)
+
+
+def test_a_crit_header_never_reaches_a_reason_verbatim() -> None:
+    # PyJWT quotes unsupported `crit` entries in its message: control characters must be escaped.
+    token = jwt.encode(
+        {"sub": "a", "aud": "gw"}, SECRET, "HS256", headers={"crit": ["x\nFORGED log line"]}
+    )
+    provider = TokenAuthenticationProvider(SECRET, "HS256", audience="gw")
+    with pytest.raises(AuthenticationFailed) as failed:
+        provider.authenticate(token_credentials(token))
+    assert "\n" not in failed.value.reason
+    assert "x\\nFORGED" in failed.value.reason  # escaped, still readable

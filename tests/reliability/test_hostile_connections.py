@@ -1,0 +1,149 @@
+"""Attacks on binary connections: memory held before authentication, connection-slot lockout,
+odd protocol versions. Bounded in count and time; figures printed (RELIABILITY.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from collections.abc import Iterator
+
+import pytest
+
+from listeners.binary_server import PRE_CONNECT_MAX_FRAME
+from listeners.protocol import codec
+from listeners.protocol.pulsar_api_pb2 import BaseCommand
+from metadata_store.embedded_zookeeper import EmbeddedZooKeeper
+from metadata_store.synthetic import cluster, topic_in_range
+from tests.broker_peer import RawClient
+from tests.reliability.harness import binary_port, gateway_on
+from tests.reliability.test_hostile_input import rss_mib
+from tests.waiting import eventually
+
+pytestmark = pytest.mark.zookeeper
+
+NODES = cluster(owned={"0x00000000_0x40000000": 1})
+KNOWN = topic_in_range(0, 0x40000000)
+
+
+@pytest.fixture(scope="module")
+def zookeeper_here() -> Iterator[EmbeddedZooKeeper]:
+    with EmbeddedZooKeeper() as server:
+        yield server
+
+
+async def open_from(port: int, source: str) -> RawClient:
+    """A connection whose client address is `source` (a 127.x address)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0))
+    return RawClient(reader, writer)
+
+
+async def test_a_stranger_cannot_make_the_gateway_buffer_large_frames(
+    zookeeper_here: EmbeddedZooKeeper,
+) -> None:
+    connections, claimed, sent = 60, 4 * 1024 * 1024, 1024 * 1024
+    async with gateway_on(zookeeper_here, NODES) as gateway:
+        port = binary_port(gateway)
+        before = rss_mib()
+        clients = [await RawClient.open("127.0.0.1", port) for _ in range(connections)]
+        closed = 0
+        for client in clients:
+            # A frame header announcing 4 MiB, then 1 MiB of it, before any CONNECT.
+            client.send(struct.pack(">II", claimed - 4, claimed - 8) + b"\0" * sent)
+        for client in clients:
+            closed += await client.closed(timeout=10)
+            await client.close()
+        grown = rss_mib() - before
+        async with await RawClient.open("127.0.0.1", port) as legit:
+            await legit.handshake()  # a real client is not affected
+    print(f"\n{connections} x {claimed >> 20} MiB pre-CONNECT frames: {closed} closed, "
+          f"RSS grew {grown:.1f} MiB")  # fmt: skip
+    assert closed == connections
+    assert grown < 30  # was ~235 MiB: each partial frame was buffered up to maxMessageSize
+
+
+async def test_connect_may_not_exceed_the_pre_connect_frame_cap(
+    zookeeper_here: EmbeddedZooKeeper,
+) -> None:
+    async with gateway_on(zookeeper_here, NODES) as gateway:
+        port = binary_port(gateway)
+        async with await RawClient.open("127.0.0.1", port) as big:
+            big.send(codec.connect("x" * PRE_CONNECT_MAX_FRAME, 21))
+            assert await big.closed()
+        async with await RawClient.open("127.0.0.1", port) as fits:
+            # A token of 32 KiB (far beyond a real JWT) still fits.
+            fits.send(codec.connect("c", 21, auth_method_name="none", auth_data=b"t" * 32768))
+            assert (await fits.expect()).type == BaseCommand.CONNECTED
+            # After CONNECTED the frame cap is maxMessageSize's again: a 100 KB lookup is read.
+            (answer,) = [await fits.lookup("persistent://public/default/" + "z" * 100_000)]
+            assert answer.lookupTopicResponse.request_id == 1
+
+
+async def test_connections_are_capped_per_client_address(
+    zookeeper_here: EmbeddedZooKeeper,
+) -> None:
+    extra = "maxConnectionsPerIp=3\n"
+    async with gateway_on(zookeeper_here, NODES, extra) as gateway:
+        port = binary_port(gateway)
+        held = [await open_from(port, "127.0.0.2") for _ in range(3)]
+        for client in held:
+            await client.handshake()
+        refused = [await open_from(port, "127.0.0.2") for _ in range(20)]
+        closed = sum([await client.closed(timeout=5) for client in refused])
+        other = await open_from(port, "127.0.0.3")
+        await other.handshake()  # another address is not affected
+        await held[0].close()
+
+        async def slot_freed() -> bool:
+            again = await open_from(port, "127.0.0.2")
+            try:
+                again.send(codec.connect("again", 21))
+                command = await again.receive(timeout=5)
+                return command is not None and command.type == BaseCommand.CONNECTED
+            finally:
+                await again.close()
+
+        await eventually(slot_freed)
+        for client in [*held[1:], *refused, other]:
+            await client.close()
+    print(f"\nmaxConnectionsPerIp=3: {closed} of 20 extra connections from one address closed")
+    assert closed == 20
+
+
+async def test_idle_strangers_cannot_lock_clients_out_for_longer_than_the_deadline(
+    zookeeper_here: EmbeddedZooKeeper,
+) -> None:
+    extra = "brokerMaxConnections=20\nconnectionHandshakeTimeoutSeconds=1\n"
+    async with gateway_on(zookeeper_here, NODES, extra) as gateway:
+        port = binary_port(gateway)
+        idle = [await RawClient.open("127.0.0.1", port) for _ in range(20)]  # never CONNECT
+        locked_out = await RawClient.open("127.0.0.1", port)
+        assert await locked_out.closed(timeout=5)  # every slot is taken
+        # At the handshake deadline the silent connections are closed, and slots free up.
+        closed = sum([await client.closed(timeout=10) for client in idle])
+        async with await RawClient.open("127.0.0.1", port) as legit:
+            await legit.handshake()
+            assert (await legit.lookup(KNOWN)).lookupTopicResponse.brokerServiceUrl
+        for client in [*idle, locked_out]:
+            await client.close()
+    print(f"\nbrokerMaxConnections=20: {closed} idle pre-CONNECT connections closed at 1 s")
+    assert closed == 20
+
+
+@pytest.mark.parametrize(("claimed", "answered"), [(-5, 0), (0, 0), (10_000, None)])
+async def test_protocol_versions_are_clamped_and_every_client_is_pinged(
+    zookeeper_here: EmbeddedZooKeeper, claimed: int, answered: int | None
+) -> None:
+    extra = "keepAliveIntervalSeconds=1\n"
+    async with gateway_on(zookeeper_here, NODES, extra) as gateway:
+        async with await RawClient.open("127.0.0.1", binary_port(gateway)) as client:
+            client.send(codec.connect("odd", claimed))
+            connected = await client.expect()
+            assert connected.type == BaseCommand.CONNECTED
+            version = connected.connected.protocol_version
+            if answered is None:  # a version from the future: ours
+                assert 0 < version < claimed
+            else:
+                assert version == answered
+            # Pinged whatever its version; a client that never answers is dropped.
+            assert (await client.expect(timeout=5)).type == BaseCommand.PING
+            assert await client.closed(timeout=5)
