@@ -134,16 +134,18 @@ async def test_protocol_versions_are_clamped_and_every_client_is_pinged(
     zookeeper_here: EmbeddedZooKeeper, claimed: int, answered: int | None
 ) -> None:
     extra = "keepAliveIntervalSeconds=1\n"
-    async with gateway_on(zookeeper_here, NODES, extra) as gateway:
-        async with await RawClient.open("127.0.0.1", binary_port(gateway)) as client:
-            client.send(codec.connect("odd", claimed))
-            connected = await client.expect()
-            assert connected.type == BaseCommand.CONNECTED
-            version = connected.connected.protocol_version
-            if answered is None:  # a version from the future: ours
-                assert 0 < version < claimed
-            else:
-                assert version == answered
-            # Pinged whatever its version; a client that never answers is dropped.
-            assert (await client.expect(timeout=5)).type == BaseCommand.PING
-            assert await client.closed(timeout=5)
+    async with (
+        gateway_on(zookeeper_here, NODES, extra) as gateway,
+        await RawClient.open("127.0.0.1", binary_port(gateway)) as client,
+    ):
+        client.send(codec.connect("odd", claimed))
+        connected = await client.expect()
+        assert connected.type == BaseCommand.CONNECTED
+        version = connected.connected.protocol_version
+        if answered is None:  # a version from the future: ours
+            assert 0 < version < claimed
+        else:
+            assert version == answered
+        # Pinged whatever its version; a client that never answers is dropped.
+        assert (await client.expect(timeout=5)).type == BaseCommand.PING
+        assert await client.closed(timeout=5)

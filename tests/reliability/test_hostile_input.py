@@ -150,19 +150,21 @@ async def test_made_up_tenants_leave_no_watch_with_authorization_on(
 ) -> None:
     count = int(scale(3000, 20000))
     alice = jwt.encode({"sub": "alice"}, SECRET, algorithm="HS256")
-    async with gateway_on(private_zookeeper, cluster(owned=OWNED), AUTH) as gateway:
-        async with await RawClient.open("127.0.0.1", binary_port(gateway)) as client:
-            client.send(
-                codec.connect("hostile", 21, auth_method_name="token", auth_data=alice.encode())
-            )
-            assert (await client.expect()).type == BaseCommand.CONNECTED
-            # Warm up with one real name, so the lists every lookup needs are read and watched.
-            assert errors(await pipelined(client, [KNOWN])) == {"AuthorizationError"}
-            watches_before = private_zookeeper.watch_count()
-            paths_before = len(gateway.source.view.known_paths())
-            ghosts = [f"persistent://ghost{n}/ns/t" for n in range(count)]
-            answers = await pipelined(client, ghosts, 10)
-            assert errors(answers) == {"AuthorizationError"}
+    async with (
+        gateway_on(private_zookeeper, cluster(owned=OWNED), AUTH) as gateway,
+        await RawClient.open("127.0.0.1", binary_port(gateway)) as client,
+    ):
+        client.send(
+            codec.connect("hostile", 21, auth_method_name="token", auth_data=alice.encode())
+        )
+        assert (await client.expect()).type == BaseCommand.CONNECTED
+        # Warm up with one real name, so the lists every lookup needs are read and watched.
+        assert errors(await pipelined(client, [KNOWN])) == {"AuthorizationError"}
+        watches_before = private_zookeeper.watch_count()
+        paths_before = len(gateway.source.view.known_paths())
+        ghosts = [f"persistent://ghost{n}/ns/t" for n in range(count)]
+        answers = await pipelined(client, ghosts, 10)
+        assert errors(answers) == {"AuthorizationError"}
         watches_after = private_zookeeper.watch_count()
         paths_after = len(gateway.source.view.known_paths())
     print(
@@ -177,16 +179,18 @@ async def test_long_names_are_refused_and_cost_no_memory(
     private_zookeeper: EmbeddedZooKeeper,
 ) -> None:
     count, size = int(scale(800, 3000)), 100_000
-    async with gateway_on(private_zookeeper, cluster(owned=OWNED)) as gateway:
-        async with await RawClient.open("127.0.0.1", binary_port(gateway)) as client:
-            await client.handshake()
-            before = rss_mib()
-            for start in range(0, count, 100):
-                names = [f"persistent://public/default/{n:06d}" + "x" * size for n in range(100)]
-                answers = await pipelined(client, names, start + 1)
-                assert errors(answers) == {"InvalidTopicName"}
-                assert all(len(a.message) < 400 for a in answers)  # the name is not echoed whole
-            grown = rss_mib() - before
+    async with (
+        gateway_on(private_zookeeper, cluster(owned=OWNED)) as gateway,
+        await RawClient.open("127.0.0.1", binary_port(gateway)) as client,
+    ):
+        await client.handshake()
+        before = rss_mib()
+        for start in range(0, count, 100):
+            names = [f"persistent://public/default/{n:06d}" + "x" * size for n in range(100)]
+            answers = await pipelined(client, names, start + 1)
+            assert errors(answers) == {"InvalidTopicName"}
+            assert all(len(a.message) < 400 for a in answers)  # the name is not echoed whole
+        grown = rss_mib() - before
     print(f"\n{count} lookups of {size // 1000} KB names: RSS grew {grown:.1f} MiB")
     assert grown < 40  # was ~240 MiB: every name was cached with its answer
 
@@ -199,16 +203,17 @@ async def test_the_answer_cache_is_bounded_by_bytes(
     count = int(scale(2000, 20000))
     longest = MAX_TOPIC_NAME_BYTES - len("persistent://public/default/") - 6
     most = 0
-    async with gateway_on(private_zookeeper, cluster(owned=OWNED)) as gateway:
-        async with await RawClient.open("127.0.0.1", binary_port(gateway)) as client:
-            await client.handshake()
-            for start in range(0, count, 100):
-                names = [
-                    f"persistent://public/default/{start + n:06d}" + "y" * longest
-                    for n in range(100)
-                ]
-                assert errors(await pipelined(client, names, start + 1)) == {"answer"}
-                most = max(most, gateway.service.cached_bytes)
+    async with (
+        gateway_on(private_zookeeper, cluster(owned=OWNED)) as gateway,
+        await RawClient.open("127.0.0.1", binary_port(gateway)) as client,
+    ):
+        await client.handshake()
+        for start in range(0, count, 100):
+            names = [
+                f"persistent://public/default/{start + n:06d}" + "y" * longest for n in range(100)
+            ]
+            assert errors(await pipelined(client, names, start + 1)) == {"answer"}
+            most = max(most, gateway.service.cached_bytes)
     names_sent = count * MAX_TOPIC_NAME_BYTES
     print(f"\n{names_sent / 2**20:.1f} MiB of valid names: the cache held at most {most} bytes")
     assert 0 < most <= budget
