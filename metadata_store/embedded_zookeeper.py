@@ -7,9 +7,9 @@ distribution under ZOOKEEPER_HOME. Listens on loopback only; data lives in a tem
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
-import re
 import socket
 import subprocess
 import tempfile

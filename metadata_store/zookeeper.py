@@ -37,6 +37,30 @@ LEADER_PARENT = LEADER_PATH.rpartition("/")[0]
 # leader node exists.
 WARM_PATHS = (BROKERS_ROOT + CHILDREN, LEADER_PARENT + CHILDREN, LEADER_PATH)
 WARM_BATCH = 5000  # re-reads in flight at once after a reconnect
+OUTAGE_REMINDER = 30.0  # seconds between two "still unreachable" lines while ZooKeeper is down
+
+
+class _QuietRetries(logging.Filter):
+    """kazoo logs every reconnect attempt (about one a second while ZooKeeper is down): let
+    one of its lines below ERROR through per interval; the source logs the outage itself."""
+
+    def __init__(self, interval: float) -> None:
+        super().__init__()
+        self.interval = interval
+        self._last = -interval
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR:
+            return True
+        now = time.monotonic()
+        if now - self._last < self.interval:
+            return False
+        self._last = now
+        return True
+
+
+KAZOO_LOG = logging.getLogger("kazoo.client")
+KAZOO_LOG.addFilter(_QuietRetries(OUTAGE_REMINDER))
 
 
 class ZooKeeperSource:
@@ -47,16 +71,20 @@ class ZooKeeperSource:
         session_timeout: float = 10.0,
         read_timeout: float = 2.0,
         start_timeout: float = 10.0,
+        outage_reminder: float = OUTAGE_REMINDER,
     ) -> None:
         self.url = url
         self.read_timeout = read_timeout
         self.start_timeout = start_timeout
+        self.outage_reminder = outage_reminder
         self._client = KazooClient(
             hosts=url.connect_string,
             timeout=session_timeout,
             connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0),
-            logger=logging.getLogger("kazoo.client"),
+            logger=KAZOO_LOG,
         )
+        self._down_since: float | None = None  # when the current outage began
+        self._reminder: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._view = ClusterView(complete=False)
         self._inflight: dict[str, _PendingRead] = {}
@@ -85,11 +113,16 @@ class ZooKeeperSource:
         try:
             await asyncio.wait_for(self._warmed.wait(), self.start_timeout)
         except TimeoutError:
-            log.warning("%s: not connected after %.0fs; lookups fail until it is", self.url,
-                        self.start_timeout)  # fmt: skip
+            if not self._connected:
+                self._outage_began(f"not connected after {self.start_timeout:.0f}s")
+            else:
+                log.warning("%s: not ready after %.0fs; lookups fail until it is", self.url,
+                            self.start_timeout)  # fmt: skip
 
     async def close(self) -> None:
         self._closing = True
+        if self._reminder is not None:
+            self._reminder.cancel()
         for task in list(self._tasks):
             task.cancel()
         if self._warm_task is not None:
@@ -273,7 +306,7 @@ class ZooKeeperSource:
             self._connected = False
             self._warm = False
             self._suspended_since = time.monotonic()
-            log.warning("%s: connection suspended; serving cached metadata", self.url)
+            self._outage_began("connection lost; serving cached metadata")
         elif state == KazooState.LOST:
             self._connected = False
             self._warm = False
@@ -286,11 +319,37 @@ class ZooKeeperSource:
         elif state == KazooState.CONNECTED:
             self._connected = True
             self._ever_connected = True
-            log.info("%s: connected", self.url)
+            self._outage_ended()
             if self._loop is not None:
                 if self._warm_task is not None:
                     self._warm_task.cancel()
                 self._warm_task = self._loop.create_task(self._warm_up())
+
+    def _outage_began(self, what: str) -> None:
+        """Log an outage once, then remind every `outage_reminder` seconds until it ends."""
+        if self._down_since is not None or self._closing or self._loop is None:
+            return
+        self._down_since = time.monotonic()
+        log.warning("%s: ZooKeeper unreachable (%s); lookups of uncached names fail", self.url,
+                    what)  # fmt: skip
+        self._reminder = self._loop.call_later(self.outage_reminder, self._remind)
+
+    def _remind(self) -> None:
+        if self._down_since is None or self._closing or self._loop is None:
+            return
+        down = time.monotonic() - self._down_since
+        log.warning("%s: ZooKeeper still unreachable after %.0fs", self.url, down)
+        self._reminder = self._loop.call_later(self.outage_reminder, self._remind)
+
+    def _outage_ended(self) -> None:
+        if self._reminder is not None:
+            self._reminder.cancel()
+            self._reminder = None
+        if self._down_since is None:
+            log.info("%s: connected", self.url)
+            return
+        down, self._down_since = time.monotonic() - self._down_since, None
+        log.info("%s: connected again after %.0fs", self.url, down)
 
     async def _warm_up(self) -> None:
         """Read what every lookup needs (brokers, leader), and re-read (re-watch) everything

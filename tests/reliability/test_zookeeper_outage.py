@@ -7,6 +7,7 @@ tests/integration/test_zk_source.py::test_session_loss_drops_the_cache_and_rebui
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Iterator
 
@@ -17,6 +18,7 @@ from listeners.protocol.pulsar_api_pb2 import CommandLookupTopicResponse, Server
 from metadata_store.admin import connected, encode
 from metadata_store.embedded_zookeeper import EmbeddedZooKeeper
 from metadata_store.synthetic import broker_id, cluster, ownership_node, topic_in_range
+from metadata_store.zookeeper import ZooKeeperSource
 from tests.broker_peer import RawClient
 from tests.reliability.harness import (
     Tally,
@@ -116,3 +118,38 @@ async def test_cached_answers_flow_while_zookeeper_is_down_and_recover_after(
         f"{tally.p99_ms():.1f} ms; unread node failed in {fail_ms:.1f} ms; "
         f"change after restart served in {change_ms:.0f} ms"
     )
+
+
+async def test_an_outage_is_logged_once_then_reminded_not_once_per_retry(
+    zookeeper_to_kill: EmbeddedZooKeeper, caplog: pytest.LogCaptureFixture
+) -> None:
+    zk = zookeeper_to_kill
+    async with gateway_on(zk, cluster(owned=OWNED)) as gateway:
+        source = gateway.source
+        assert isinstance(source, ZooKeeperSource)
+        source.outage_reminder = 1.0  # 30 s in production: a test cannot wait that long
+        caplog.clear()
+        with caplog.at_level(logging.INFO):
+            zk.kill()
+            down_for = 4.5
+            await asyncio.sleep(down_for)
+            lines = [r for r in caplog.records if r.levelno >= logging.WARNING]
+            began = [r for r in lines if "unreachable (" in r.getMessage()]
+            reminders = [r for r in lines if "still unreachable after" in r.getMessage()]
+            from_kazoo = [r for r in caplog.records if r.name.startswith("kazoo")]
+            zk.start()
+            await eventually(lambda: _ready(source), timeout=40)
+    print(
+        f"\nZooKeeper down {down_for:.1f}s: {len(began)} outage line, {len(reminders)} "
+        f"reminders, {len(from_kazoo)} kazoo lines (kazoo alone logs ~2 a second)"
+    )
+    assert len(began) == 1
+    assert zk.connect_string in began[0].getMessage()
+    assert 2 <= len(reminders) <= 5
+    assert all(zk.connect_string in r.getMessage() for r in reminders)
+    assert len(from_kazoo) <= 2
+    assert any("connected again after" in r.getMessage() for r in caplog.records)
+
+
+async def _ready(source: ZooKeeperSource) -> bool:
+    return source.status().ready
