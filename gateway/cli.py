@@ -4,24 +4,26 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from console.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from console.table import format_table
 from gateway.standalone import cmd_standalone
-from gateway.startup import load_or_report, serve_config, setup_logging
+from gateway.startup import host_problems, load_or_report, serve_config, setup_logging
 from listeners.config import GatewayConfig
 from lookup.errors import LookupFailure
 from lookup.resolve import LookupAnswer, ResolvePolicy
 from lookup.service import LookupService
-from metadata_store.admin import seed_url
+from metadata_store.admin import CONNECT_TIMEOUT, ZooKeeperUnreachable, dump_url, seed_url
 from metadata_store.open import open_source
-from metadata_store.snapshot import SnapshotError, read_nodes, read_snapshot, write_snapshot
+from metadata_store.snapshot import SnapshotError, read_snapshot, write_snapshot
 from metadata_store.url import MetadataUrl, parse_metadata_url
 from tls.devcerts import DEFAULT_HOSTS, write_dev_certs
 from zones import cli as zones_cli
@@ -53,6 +55,12 @@ def _parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check-config", help="validate a config and print its socket table")
     check.add_argument("--config", required=True, type=Path, help="broker.conf-style file")
+    check.add_argument(
+        "--no-host-checks",
+        action="store_true",
+        help="validate the config only: do not read TLS, key or snapshot files nor bind the "
+        "sockets (for a config meant for another host)",
+    )
     check.set_defaults(handler=cmd_check_config)
 
     lookup = sub.add_parser("lookup", help="resolve one topic against cluster metadata")
@@ -121,6 +129,14 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     if loaded is None:
         return EXIT_USAGE
     print(describe_config(loaded.config))
+    if args.no_host_checks:
+        return EXIT_OK
+    problems = host_problems(loaded.config)
+    if problems:
+        print(f"{args.config}: {len(problems)} problem(s) would stop `run`:", file=sys.stderr)
+        for problem in problems:
+            print(f"  - {problem}", file=sys.stderr)
+        return EXIT_FAILED
     return EXIT_OK
 
 
@@ -166,19 +182,47 @@ def cmd_lookup(args: argparse.Namespace) -> int:
         print(f"--metadata: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        result = asyncio.run(_lookup(url, args.topic, args.listener, policy, internal))
+        with _quiet_sources():
+            result = asyncio.run(_lookup(url, args.topic, args.listener, policy, internal))
     except SnapshotError as exc:
         print(f"--metadata: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except _Unavailable as exc:
+        print(f"lookup: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     print(json.dumps(result, indent=2))
     return EXIT_FAILED if result["response"] == "failed" else EXIT_OK
+
+
+class _Unavailable(Exception):
+    """The metadata source did not become ready; the message says why and names the address."""
+
+
+@contextlib.contextmanager
+def _quiet_sources() -> Iterator[None]:
+    """A one-shot command reports its own outcome (the answer, or one line): the metadata
+    source's reconnect warnings, written for a long-running gateway's log, would only repeat
+    it once a second. Levels are restored: tests run the command in their own process."""
+    loggers = [logging.getLogger(name) for name in ("kazoo", "metadata_store")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
 
 
 async def _lookup(
     url: MetadataUrl, topic: str, listener: str | None, policy: ResolvePolicy, internal: str | None
 ) -> dict[str, Any]:
-    source = open_source(url)
+    source = open_source(url, start_timeout=CONNECT_TIMEOUT)
     await source.start()
+    status = source.status()
+    if not status.ready:
+        await source.close()
+        raise _Unavailable(f"{status.reason} after {CONNECT_TIMEOUT:g} s")
     service = LookupService(source, policy=policy, internal_listener=internal)
     result: dict[str, Any] = {"topic": topic}
     try:
@@ -231,7 +275,11 @@ def cmd_seed(args: argparse.Namespace) -> int:
     except SnapshotError as exc:
         print(f"--snapshot: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    count = seed_url(url, nodes)
+    try:
+        count = seed_url(url, nodes)
+    except ZooKeeperUnreachable as exc:
+        print(f"seed: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     print(f"wrote {count} znodes from {args.snapshot} to {url}")
     return EXIT_OK
 
@@ -240,7 +288,11 @@ def cmd_dump(args: argparse.Namespace) -> int:
     url = _zk_url(args.metadata)
     if url is None:
         return EXIT_USAGE
-    nodes = read_nodes(url)
+    try:
+        nodes = dump_url(url)
+    except ZooKeeperUnreachable as exc:
+        print(f"dump: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     write_snapshot(args.out, nodes)
     print(f"wrote {len(nodes)} znodes from {url} to {args.out}")
     return EXIT_OK

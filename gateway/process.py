@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import errno
 import logging
+import resource
 import signal
 import ssl
 from typing import Any, Protocol
@@ -15,6 +17,7 @@ from http_api.server import HttpServer
 from listeners.auth import Authenticator
 from listeners.binary_server import BinaryServer, BinarySettings
 from listeners.config import GatewayConfig
+from listeners.log_throttle import LogThrottle
 from listeners.socket_table import SocketSpec
 from lookup.authorization import LookupAuthorizer
 from lookup.service import LookupService
@@ -103,12 +106,14 @@ class Gateway:
             listener=spec.listener,
             listener_table=self.listener_table,
             authenticator=self.authenticator,
+            super_users=self.config.super_user_roles,
         )
         return HttpServer(
             spec,
             app,
             ssl_context=context,
             head_timeout=self.config.connection_handshake_timeout_seconds,
+            max_connections=self.config.max_http_server_connections,
             reuse_port=self.reuse_port,
         )
 
@@ -159,16 +164,88 @@ async def serve(gateway: Gateway, stop: asyncio.Event | None = None) -> None:
     """Run until SIGTERM/SIGINT (or `stop` is set), then stop gracefully."""
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
+    raise_open_files_limit()
+    previous_handler = loop.get_exception_handler()
+    accept_errors = AcceptErrors(previous_handler)
+    loop.set_exception_handler(accept_errors)
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
-    await gateway.start()
-    log.info("gateway started; metadata %s", gateway.config.metadata_store_url)
     try:
-        await stop.wait()
+        await gateway.start()
+        log.info("gateway started; metadata %s", gateway.config.metadata_store_url)
+        try:
+            await stop.wait()
+        finally:
+            log.info("stopping: no new connections; finishing lookups in flight")
+            await gateway.stop()
     finally:
-        log.info("stopping: no new connections; finishing lookups in flight")
-        await gateway.stop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(sig)
+        # The handler stays: retries of failed accepts scheduled before the sockets closed
+        # still fire while the loop winds down (see AcceptErrors).
+        if accept_errors.failures:
+            log.info("%d accepts failed for want of resources", accept_errors.failures)
+
+
+def raise_open_files_limit() -> int:
+    """Raise the soft RLIMIT_NOFILE to the hard limit (every connection costs a descriptor, and
+    distributions start processes with a soft limit of 1024); the limit in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError) as exc:  # an unlimited hard limit cannot be the soft one
+            log.warning("cannot raise the open files limit from %d to %d: %s", soft, hard, exc)
+    shown = "unlimited" if soft == resource.RLIM_INFINITY else str(soft)
+    log.info("open files limit (RLIMIT_NOFILE): %s", shown)
+    return soft
+
+
+# What asyncio's accept loop reports when descriptors or buffers run out; it retries a second
+# later by itself, but reports every failed accept (with a traceback) up to `backlog` times per
+# try, on every listening socket: megabytes of log a second while an attack lasts. Each of
+# those failures also schedules a retry (`_start_serving`) that no server close cancels: on a
+# socket closed meanwhile it raises "Invalid file descriptor", once per failure.
+_ACCEPT_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+_ACCEPT_RETRY = "_start_serving"
+
+
+class AcceptErrors:
+    """An event-loop exception handler: accept failures for want of resources are logged once
+    per interval with a count and no traceback, retries of them on a socket closed since are
+    dropped; anything else goes to `previous` (or the loop's default handler)."""
+
+    def __init__(self, previous: Any = None, throttle: LogThrottle | None = None) -> None:
+        self.previous = previous
+        self.throttle = throttle or LogThrottle(log, logging.ERROR)
+
+    @property
+    def failures(self) -> int:
+        return self.throttle.total
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        exc = context.get("exception")
+        if (
+            isinstance(exc, OSError)
+            and exc.errno in _ACCEPT_ERRNOS
+            and "accept" in str(context.get("message", ""))
+        ):
+            self.throttle.event(
+                "cannot accept connections: %s (open files limit %s)",
+                exc.strerror,
+                resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+            )
+        elif isinstance(exc, ValueError | OSError) and _is_accept_retry(context.get("handle")):
+            log.debug("dropped a retry of accept on a closed socket: %s", exc)
+        elif self.previous is not None:
+            self.previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+
+def _is_accept_retry(handle: object) -> bool:
+    callback = getattr(handle, "_callback", None)  # asyncio.Handle keeps it private
+    return getattr(callback, "__name__", "") == _ACCEPT_RETRY

@@ -1,18 +1,26 @@
 """What every command that starts a gateway does: logging, the config (its problems printed),
-and running the gateway until a signal stops it."""
+the checks of what the config needs from this host, and running the gateway until a signal
+stops it."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import os
+import socket
 import sys
 from collections.abc import Mapping
+from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 from console.exit_codes import EXIT_FAILED, EXIT_OK
+from listeners.auth import AuthConfigError, Authenticator
 from listeners.config import ConfigError, GatewayConfig, LoadedConfig, load_config
-from metadata_store.snapshot import SnapshotError
+from listeners.socket_table import SocketSpec
+from metadata_store.snapshot import SnapshotError, read_snapshot
+from tls.errors import TlsConfigError
+from tls.reload import ListenerTls
 
 
 def setup_logging(prefix: str = "") -> None:
@@ -27,6 +35,8 @@ def load_or_report(path: Path, env: Mapping[str, str] | None = None) -> LoadedCo
     try:
         loaded = load_config(path, os.environ if env is None else env)
     except ConfigError as exc:
+        for warning in exc.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
         print(f"{path}: {len(exc.problems)} problem(s):", file=sys.stderr)
         for problem in exc.problems:
             print(f"  - {problem}", file=sys.stderr)
@@ -39,8 +49,6 @@ def load_or_report(path: Path, env: Mapping[str, str] | None = None) -> LoadedCo
 def serve_config(config: GatewayConfig, *, reuse_port: bool = False) -> int:
     # The servers load here, not when a command that serves nothing starts.
     from gateway.process import Gateway, serve
-    from listeners.auth import AuthConfigError
-    from tls.errors import TlsConfigError
 
     try:
         asyncio.run(serve(Gateway(config, reuse_port=reuse_port)))
@@ -48,3 +56,61 @@ def serve_config(config: GatewayConfig, *, reuse_port: bool = False) -> int:
         logging.getLogger("gateway.process").error("cannot start: %s", exc)
         return EXIT_FAILED
     return EXIT_OK
+
+
+def host_problems(config: GatewayConfig) -> list[str]:
+    """What would stop `run` on this host although the config is valid: TLS material, token
+    keys or a snapshot that cannot be read or parsed, and sockets that cannot be bound. Loads
+    everything the way `run` does, but reports every problem instead of stopping at the first."""
+    problems: list[str] = []
+    for listener, settings in config.tls_settings().items():
+        try:
+            ListenerTls.from_settings(listener, settings)
+        except TlsConfigError as exc:  # names the listener, key and file; never a password
+            problems.append(str(exc))
+    try:
+        Authenticator.from_config(config)
+    except AuthConfigError as exc:
+        problems.append(str(exc))
+    url = config.metadata_store_url
+    if url.kind == "file":
+        try:
+            read_snapshot(Path(url.path))
+        except SnapshotError as exc:
+            problems.append(f"metadataStoreUrl: {exc}")
+    return problems + bind_problems(config.sockets())
+
+
+def bind_problems(specs: list[SocketSpec]) -> list[str]:
+    """Bind every socket (all at once, as `run` holds them), then close them all; one problem
+    per socket that cannot be bound, with the OS error. Port 0 always binds (a new port)."""
+    problems: list[str] = []
+    with ExitStack() as bound:
+        for spec in specs:
+            host, port = spec.endpoint.host, spec.endpoint.port
+            where = spec.origin if spec.listener is None else f"bindAddresses: {spec.origin}"
+            try:
+                # Every address the host resolves to, as asyncio's create_server binds them.
+                infos = socket.getaddrinfo(
+                    host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+                )
+            except OSError as exc:
+                problems.append(f"{where}: cannot resolve {host}: {exc.strerror or exc}")
+                continue
+            try:
+                for family, _type, _proto, _name, address in dict.fromkeys(infos):
+                    _listen(bound.enter_context(socket.socket(family)), address)
+            except OSError as exc:
+                problems.append(
+                    f"{where}: cannot bind {spec.endpoint.address}: {exc.strerror or exc}"
+                )
+    return problems
+
+
+def _listen(sock: socket.socket, address: tuple[Any, ...]) -> None:
+    # The options asyncio's create_server sets, so that this binds exactly when `run` would.
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if sock.family == socket.AF_INET6:
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+    sock.bind(address)
+    sock.listen()

@@ -10,7 +10,15 @@ Authentication: on a socket whose listener requires it, every route but the prob
 client certificate an `https://` socket verified (its CN is the role); failures answer 401 with
 `WWW-Authenticate: Bearer`. The role is authorized for the topic (403 when it may not look it
 up). `listenerName` and `X-Pulsar-ListenerName` are limited to the socket's
-`allowedListenerNames` (400 otherwise).
+`allowedListenerNames` (400 otherwise, without listing them). On such a socket the listener
+table is for `superUserRoles` only (403 for other roles), and `/ready` gives strangers a
+generic reason (the metadata store's address and chroot stay in the log).
+
+A 307 goes to the target broker's web URL *for the chosen listener*; when the target has none
+for it, the answer is 503 with `Retry-After` (never another listener's address).
+
+Client text echoed in an answer (listener names, paths, methods) is escaped and cut by
+`lookup.untrusted.printable`.
 
 Topic routes read the topic from the *raw* request path: `%2F` inside the topic segment stays
 part of that segment and is decoded exactly once, so a topic with a slash in its local name
@@ -21,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Collection
 from urllib.parse import quote, urlencode
 
 from aiohttp import web
@@ -41,6 +50,7 @@ from lookup.resolve import BrokerUrls, LookupAnswer, ResponseKind
 from lookup.selection import LISTENER_NAME_RULE, ChoiceSource, ListenerChoice, is_listener_name
 from lookup.service import LookupService
 from lookup.topics import TopicName
+from lookup.untrusted import printable
 
 LISTENER_HEADER = "X-Pulsar-ListenerName"
 AUTH_METHOD_HEADER = "X-Pulsar-Auth-Method-Name"  # Pulsar's: names the provider to use
@@ -52,7 +62,10 @@ _TOPIC_PATH = (
 
 # Pure functions of their arguments, cached: parsing the path and encoding LookupData are a good
 # part of a lookup's cost. Bounded, so arbitrary paths cannot grow them.
+# Parsed topic paths, by count and by length: a client chooses the paths (up to aiohttp's 8 KiB
+# request line), so only paths up to CACHED_PATH_LENGTH are kept, about 25 MiB at most.
 TOPIC_CACHE_SIZE = 16_384
+CACHED_PATH_LENGTH = 512
 BODY_CACHE_SIZE = 4_096
 
 
@@ -62,10 +75,14 @@ def build_app(
     listener: str | None,
     listener_table: list[dict[str, object]],
     authenticator: Authenticator | None = None,
+    super_users: Collection[str] = (),
 ) -> web.Application:
     """The application for one socket; `listener` is the listener that socket is tagged with.
-    `authenticator`: who must authenticate, and how (None: nobody, any listener name)."""
-    routes = _Routes(service, listener, listener_table, authenticator or Authenticator())
+    `authenticator`: who must authenticate, and how (None: nobody, any listener name);
+    `super_users`: the roles that may read the listener table where authentication is on."""
+    routes = _Routes(
+        service, listener, listener_table, authenticator or Authenticator(), super_users
+    )
     # No middleware: aiohttp adds a layer of its own to every request once there is one, and a
     # lookup is cheap enough for that to show. Topic routes answer their failures themselves
     # (mapped in http_api.errors); anything else ends in the catch-all route below.
@@ -97,11 +114,13 @@ class _Routes:
         listener: str | None,
         listener_table: list[dict[str, object]],
         authenticator: Authenticator,
+        super_users: Collection[str],
     ) -> None:
         self.service = service
         self.listener = listener
         self.listener_table = listener_table
         self.guard = authenticator.for_listener(listener)
+        self.super_users = frozenset(super_users)
         # What a request that names no listener gets (the common case: clients send none).
         self.default_choice = service.choose(socket_listener=listener)
         self.catch_all: web.AbstractResource | None = None
@@ -154,9 +173,9 @@ class _Routes:
         if given and not is_listener_name(choice.name or ""):
             raise LookupFailure(
                 FailureKind.LISTENER_NOT_FOUND,
-                f"{(choice.name or '')[:64]!r} is not a listener name ({LISTENER_NAME_RULE})",
+                f"'{printable(choice.name or '')}' is not a listener name ({LISTENER_NAME_RULE})",
             )
-        refused = self.guard.refusal(choice)
+        refused = self.guard.refusal(choice)  # names the refused listener only, escaped
         if refused is not None:
             raise refused
         return choice
@@ -197,7 +216,12 @@ class _Routes:
 
     async def ready(self, request: web.Request) -> web.Response:
         status = self.service.source.status()
-        reason = status.reason if status.ready else (status.reason or "metadata not ready")
+        if self.guard.required:
+            # The probe is open to anyone, and the source's reason names the ZooKeeper hosts
+            # and chroot; the source logs that detail itself.
+            reason = "" if status.ready else "metadata store not ready"
+        else:
+            reason = status.reason if status.ready else (status.reason or "metadata not ready")
         return web.json_response(
             {"ready": status.ready, "stale": status.stale, "reason": reason},
             status=200 if status.ready else 503,
@@ -210,8 +234,13 @@ class _Routes:
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def listeners(self, request: web.Request) -> web.Response:
-        if (refused := self._authenticated(request)) is not None:
-            return refused
+        # Every socket's address, listener and settings: a map of the network, for operators.
+        try:
+            role = self._role(request)
+        except LookupFailure as failure:
+            return failure_response(failure)
+        if self.guard.required and role not in self.super_users:
+            return json_error(403, "the listener table is for super-users (superUserRoles)")
         return web.json_response(self.listener_table)
 
     async def openapi(self, request: web.Request) -> web.Response:
@@ -228,15 +257,22 @@ class _Routes:
         if allowed:
             allow = ",".join(sorted(allowed))
             return json_error(405, "Method Not Allowed", headers={"Allow": allow})
-        return json_error(404, f"no route {request.method} {request.path[:200]}")
+        return json_error(404, f"no route {printable(request.method)} {printable(request.path)}")
 
 
 def _topic(request: web.Request, *, trailing: int) -> TopicName:
-    return _topic_of_path(request.rel_url.raw_path, trailing)
+    raw_path = request.rel_url.raw_path
+    if len(raw_path) > CACHED_PATH_LENGTH:  # parsed each time: the cache stays small in bytes
+        return _parse_topic_path(raw_path, trailing)
+    return _topic_of_path(raw_path, trailing)
 
 
 @functools.lru_cache(maxsize=TOPIC_CACHE_SIZE)
 def _topic_of_path(raw_path: str, trailing: int) -> TopicName:
+    return _parse_topic_path(raw_path, trailing)
+
+
+def _parse_topic_path(raw_path: str, trailing: int) -> TopicName:
     """The topic named by the four raw path segments that end `trailing` segments from the end.
 
     The router matched on a path where `%2F` is not a separator, so the raw segments line up with
@@ -270,13 +306,19 @@ def _lookup_body(urls: BrokerUrls) -> bytes:
 def redirect_location(answer: LookupAnswer, *, secure: bool) -> str:
     """Where a 307 sends the client: the target's lookup route, with `authoritative` and the
     chosen listener in the query (headers do not survive a redirect). A request that came over
-    TLS goes to the target's https URL when it has one."""
+    TLS goes to the target's https URL when it has one.
+
+    `answer.urls` are the chosen listener's only; when the target has no web URL for it, the
+    lookup fails as NO_BROKER (503, retriable: the target, or the listener's web URLs, may
+    change), naming neither the target nor its other addresses."""
     urls = answer.urls
     base = (urls.http_url_tls if secure else None) or urls.http_url or urls.http_url_tls
     if not base:
+        listener = answer.listener.name or "internal"
         raise LookupFailure(
             FailureKind.NO_BROKER,
-            f"broker {answer.broker_id} advertises no HTTP URL to redirect the lookup to",
+            f"no broker can take this lookup over HTTP on listener '{printable(listener)}' "
+            "now; retry later",
         )
     topic = answer.topic
     path = (

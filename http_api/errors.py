@@ -30,6 +30,10 @@ STATUS: Mapping[FailureKind, int] = MappingProxyType(
 )
 # RFC 6750 §3: a 401 names the scheme the client should use.
 _CHALLENGE: Mapping[str, str] = MappingProxyType({"WWW-Authenticate": "Bearer"})
+# Every 503 is worth retrying soon (RFC 9110 §10.2.3): say when, so proxies and clients that
+# honour it do not retry at once nor give up.
+RETRY_AFTER_SECONDS = 1
+_RETRY: Mapping[str, str] = MappingProxyType({"Retry-After": str(RETRY_AFTER_SECONDS)})
 
 
 def json_error(
@@ -39,5 +43,12 @@ def json_error(
 
 
 def failure_response(failure: LookupFailure) -> web.Response:
-    headers = _CHALLENGE if failure.kind is FailureKind.NOT_AUTHENTICATED else None
-    return json_error(STATUS[failure.kind], failure.message, headers=headers)
+    status = STATUS[failure.kind]
+    headers = (
+        _CHALLENGE
+        if failure.kind is FailureKind.NOT_AUTHENTICATED
+        else _RETRY
+        if status == 503
+        else None
+    )
+    return json_error(status, failure.message, headers=headers)

@@ -29,14 +29,29 @@ _TOPIC_PARAMS: list[dict[str, Any]] = [
     _path_param("topic", "local topic name, URL-encoded ('/' is not allowed in it)"),
 ]
 
+_RETRY_AFTER: dict[str, Any] = {
+    "Retry-After": {"description": "seconds to wait before retrying", "schema": {"type": "integer"}}
+}
+_ACCESS_ERRORS: dict[str, Any] = {
+    "401": _error("this socket requires authentication and the credentials prove no role"),
+    "403": _error("the role may not do this"),
+}
 _TOPIC_ERRORS: dict[str, Any] = {
-    "400": _error("invalid topic name, or a listener the owning broker does not have"),
+    "400": _error(
+        "invalid topic name, a listener the owning broker does not have, or a listener name "
+        "this socket does not allow"
+    ),
+    **_ACCESS_ERRORS,
     "404": _error("the namespace does not exist"),
     "500": _error("the cluster metadata for this topic is malformed"),
-    "503": _error(
-        "no broker available, bundle being unloaded, metadata store unreachable, "
-        "or too many concurrent lookups (maxConcurrentLookupRequest); retry later"
-    ),
+    "503": {
+        **_error(
+            "no broker available (or none with a web URL for the listener to redirect to), "
+            "bundle being unloaded, metadata store unreachable, or too many concurrent lookups "
+            "(maxConcurrentLookupRequest); retry after Retry-After seconds"
+        ),
+        "headers": _RETRY_AFTER,
+    },
 }
 
 _LISTENER_PARAMS: list[dict[str, Any]] = [
@@ -152,7 +167,10 @@ OPENAPI: dict[str, Any] = {
         },
         "/ready": {
             "get": {
-                "summary": "Readiness: the metadata source is connected and warm",
+                "summary": (
+                    "Readiness: the metadata source is connected and warm (on a socket that "
+                    "requires authentication the reason is generic)"
+                ),
                 "operationId": "ready",
                 "responses": {
                     "200": _json("ready", {"$ref": "#/components/schemas/Readiness"}),
@@ -164,15 +182,19 @@ OPENAPI: dict[str, Any] = {
             "get": {
                 "summary": "Prometheus metrics (pulsar_broker_lookup*)",
                 "operationId": "metrics",
-                "responses": {"200": _text("Prometheus text exposition")},
+                "responses": {"200": _text("Prometheus text exposition"), **_ACCESS_ERRORS},
             }
         },
         "/admin/v2/gateway/listeners": {
             "get": {
-                "summary": "The gateway's sockets and the listener each one is tagged with",
+                "summary": (
+                    "The gateway's sockets and the listener each one is tagged with (super-users "
+                    "only on a socket that requires authentication)"
+                ),
                 "operationId": "listeners",
                 "responses": {
-                    "200": _json("socket table", {"type": "array", "items": {"type": "object"}})
+                    "200": _json("socket table", {"type": "array", "items": {"type": "object"}}),
+                    **_ACCESS_ERRORS,
                 },
             }
         },
@@ -180,7 +202,10 @@ OPENAPI: dict[str, Any] = {
             "get": {
                 "summary": "This document",
                 "operationId": "openapi",
-                "responses": {"200": _json("OpenAPI 3 document", {"type": "object"})},
+                "responses": {
+                    "200": _json("OpenAPI 3 document", {"type": "object"}),
+                    **_ACCESS_ERRORS,
+                },
             }
         },
     },

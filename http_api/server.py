@@ -1,4 +1,10 @@
-"""One HTTP(S) server socket running one application (aiohttp's AppRunner and SockSite)."""
+"""One HTTP(S) server socket running one application (aiohttp's AppRunner on a socket of ours).
+
+What a stranger can do to a socket is bounded here: connections beyond the cap are closed at
+accept, a connection must send its first request head (after the TLS handshake, on https)
+within the handshake deadline counted from accept, malformed requests get a generic JSON 400
+that echoes none of their bytes, and the Server header names no version.
+"""
 
 from __future__ import annotations
 
@@ -6,52 +12,138 @@ import asyncio
 import logging
 import socket
 import ssl
-from typing import Any
+from collections.abc import Callable, Mapping
+from http import HTTPStatus
+from types import MappingProxyType
+from typing import Any, cast
 
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
+from aiohttp.web_request import BaseRequest
+from aiohttp.web_response import StreamResponse
 
+from http_api.errors import json_error
 from listeners.endpoints import Scheme
+from listeners.log_throttle import LogThrottle
 from listeners.socket_table import BoundSocket, SocketSpec
 
 log = logging.getLogger(__name__)
 
 BACKLOG = 1024
-DEFAULT_HEAD_TIMEOUT = 10.0  # seconds a client may take to send one request head
+DEFAULT_HEAD_TIMEOUT = 10.0  # seconds from accept to a complete first request head
 KEEPALIVE_TIMEOUT = 75.0  # seconds an idle keep-alive connection stays open
+SERVER_NAME = "pulsar-lookup-gateway"  # the Server header: no version for a stranger to match
 
 
-class _HeadDeadline(asyncio.Protocol):
-    """Wraps aiohttp's protocol to close a connection whose request head does not arrive
-    within `timeout` (slowloris: a client that sends a header line every few seconds holds
-    a connection for ever; aiohttp has no such timeout of its own). Idle keep-alive
-    connections are aiohttp's to close (keepalive_timeout)."""
+class _Handler(RequestHandler):
+    """aiohttp's connection handler, with error answers that echo nothing of the request:
+    aiohttp's own 400 quotes the offending line (an `Authorization` header, token included)
+    and logs a traceback per malformed request, which a client can repeat at will."""
 
-    def __init__(self, inner: RequestHandler, timeout: float) -> None:
-        self._inner = inner
-        self._timeout = timeout
+    __slots__ = ()
+
+    def handle_error(
+        self,
+        request: BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> StreamResponse:
+        if status >= 500:  # a failure of ours: its traceback is what the operator needs
+            log.error("request failed with status %d", status, exc_info=exc)
+        else:  # the parser's message quotes the request: name the kind of mistake only
+            log.debug("malformed request from %s: %s", request.remote, type(exc).__name__)
+        if request.writer.output_size > 0:  # as aiohttp: part of an answer went out already
+            raise ConnectionError("a response was already started; cannot send an error")
+        phrase = HTTPStatus(status).phrase if status in _STATUSES else "Error"
+        response = json_error(status, phrase, headers=SERVER_HEADERS)
+        response.force_close()
+        return response
+
+
+_STATUSES = {status.value for status in HTTPStatus}
+SERVER_HEADERS: Mapping[str, str] = MappingProxyType({"Server": SERVER_NAME})
+
+
+async def _name_server(request: web.Request, response: web.StreamResponse) -> None:
+    response.headers["Server"] = SERVER_NAME
+
+
+class _Admission:
+    """One socket's connection count and cap (0: no cap), and the throttled logs of the
+    connections it refused or closed for sending no request head in time."""
+
+    def __init__(self, url: str, limit: int, head_timeout: float) -> None:
+        self.url = url
+        self.limit = limit
+        self.head_timeout = head_timeout
+        self.open = 0
+        self.refused = LogThrottle(log, logging.WARNING)
+        self.timed_out = LogThrottle(log, logging.INFO)
+
+    def admit(self) -> bool:
+        if self.limit and self.open >= self.limit:
+            self.refused.event(
+                "refusing a connection on %s: maxHttpServerConnections=%d reached",
+                self.url,
+                self.limit,
+            )
+            return False
+        self.open += 1
+        return True
+
+
+class _Guarded(asyncio.Protocol):
+    """Wraps aiohttp's protocol with what aiohttp lacks: the connection cap, and a deadline
+    for each request head. The first head must arrive within `head_timeout` of accept (this
+    object is made at accept, before a TLS handshake, which spends from the same budget);
+    a later one within `head_timeout` of its first byte (slowloris: a client that sends a
+    header line every few seconds would hold a connection for ever). Idle keep-alive
+    connections between requests are aiohttp's to close (keepalive_timeout)."""
+
+    def __init__(self, admission: _Admission, make_handler: Callable[[], RequestHandler]) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._accepted = self._loop.time()
+        self._admission = admission
+        self._make_handler = make_handler
+        self._inner: RequestHandler | None = None  # made only for an admitted connection
         self._deadline: asyncio.TimerHandle | None = None
         self._transport: asyncio.BaseTransport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport
-        self._inner.connection_made(transport)
+        if not self._admission.admit():
+            cast(asyncio.Transport, transport).abort()  # at once: nothing to flush
+            return
+        self._inner = inner = self._make_handler()
+        inner.connection_made(transport)
+        self._deadline = self._loop.call_at(
+            self._accepted + self._admission.head_timeout, self._expire, 0
+        )
 
     def data_received(self, data: bytes) -> None:
-        heads_before = self._inner._request_count
-        self._inner.data_received(data)
-        if self._inner._request_count != heads_before:
+        inner = self._inner
+        if inner is None:
+            return
+        heads_before = inner._request_count
+        inner.data_received(data)
+        if inner._request_count != heads_before:
             self._cancel()  # a head completed
         elif self._deadline is None:
-            self._deadline = asyncio.get_running_loop().call_later(
-                self._timeout, self._expire, self._inner._request_count
+            self._deadline = self._loop.call_later(
+                self._admission.head_timeout, self._expire, inner._request_count
             )
 
     def _expire(self, heads: int) -> None:
         self._deadline = None
-        if self._inner._request_count == heads and self._transport is not None:
-            log.info("closing a connection that sent no complete request in %.0fs", self._timeout)
-            self._transport.close()
+        inner, transport = self._inner, self._transport
+        if inner is not None and inner._request_count == heads and transport is not None:
+            self._admission.timed_out.event(
+                "closing a connection on %s that sent no complete request head in %.0fs",
+                self._admission.url,
+                self._admission.head_timeout,
+            )
+            transport.close()
 
     def _cancel(self) -> None:
         if self._deadline is not None:
@@ -59,18 +151,23 @@ class _HeadDeadline(asyncio.Protocol):
             self._deadline = None
 
     def eof_received(self) -> bool | None:
-        self._inner.eof_received()
+        if self._inner is not None:
+            self._inner.eof_received()
         return None  # close the transport: aiohttp's handler does not half-close
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel()
-        self._inner.connection_lost(exc)
+        if self._inner is not None:
+            self._admission.open -= 1
+            self._inner.connection_lost(exc)
 
     def pause_writing(self) -> None:
-        self._inner.pause_writing()
+        if self._inner is not None:
+            self._inner.pause_writing()
 
     def resume_writing(self) -> None:
-        self._inner.resume_writing()
+        if self._inner is not None:
+            self._inner.resume_writing()
 
 
 class HttpServer(BoundSocket):
@@ -85,8 +182,12 @@ class HttpServer(BoundSocket):
         *,
         access_log: logging.Logger | None = None,
         head_timeout: float = DEFAULT_HEAD_TIMEOUT,
+        max_connections: int = 0,
         reuse_port: bool = False,
     ) -> None:
+        """`head_timeout`: seconds from accept to a complete first request head (and to the
+        end of the TLS handshake); `max_connections`: open connections beyond which a new one
+        is closed at once (0: no cap)."""
         scheme = spec.endpoint.scheme
         if scheme not in (Scheme.HTTP, Scheme.HTTPS):
             raise ValueError(f"{spec.origin}: {spec.endpoint.url} is not an http(s) address")
@@ -94,43 +195,72 @@ class HttpServer(BoundSocket):
             raise ValueError(f"{spec.origin}: an https socket needs an SSL context")
         if scheme is Scheme.HTTP and ssl_context is not None:
             raise ValueError(f"{spec.origin}: an http socket takes no SSL context")
+        if head_timeout <= 0 or max_connections < 0:
+            raise ValueError("head_timeout must be > 0 and max_connections >= 0")
         super().__init__(spec)
+        if _name_server not in app.on_response_prepare:
+            app.on_response_prepare.append(_name_server)
         self.app = app
         self.ssl_context = ssl_context
         self._access_log = access_log
         self.head_timeout = head_timeout
+        self.max_connections = max_connections
         self.reuse_port = reuse_port  # SO_REUSEPORT: several worker processes share the port
         self._runner: web.AppRunner | None = None
         self._listening: asyncio.Server | None = None
+        self._admission = _Admission(spec.endpoint.url, max_connections, head_timeout)
+
+    @property
+    def connection_count(self) -> int:
+        return self._admission.open
+
+    @property
+    def refused_connections(self) -> int:
+        """Connections closed at accept because the socket had max_connections open."""
+        return self._admission.refused.total
+
+    @property
+    def timed_out_connections(self) -> int:
+        """Connections closed for sending no complete request head in time."""
+        return self._admission.timed_out.total
 
     async def start(self) -> None:
         if self._runner is not None:
             raise RuntimeError("the server is already started")
         sock = _bind(self.spec.endpoint.host, self.spec.endpoint.port, self.reuse_port)
-        runner = web.AppRunner(
-            self.app,
-            handle_signals=False,
-            access_log=self._access_log,
-            keepalive_timeout=KEEPALIVE_TIMEOUT,
-        )
+        self._bound_port = sock.getsockname()[1]
+        self._admission.url = self.url  # with the bound port, for its log lines
+        loop = asyncio.get_running_loop()
+        options: dict[str, Any] = {
+            "access_log": self._access_log,
+            "keepalive_timeout": KEEPALIVE_TIMEOUT,
+        }
+        runner = web.AppRunner(self.app, handle_signals=False, **options)
         try:
             await runner.setup()
-            handlers = runner.server
-            assert handlers is not None
-            timeout = self.head_timeout
+            manager = runner.server
+            assert manager is not None
+            admission = self._admission
 
-            def guarded() -> Any:
-                return _HeadDeadline(handlers(), timeout)
+            def make_handler() -> RequestHandler:
+                # What web.Server() does, with our error answers.
+                return _Handler(manager, loop=loop, **options)
 
-            listening = await asyncio.get_running_loop().create_server(
-                guarded, sock=sock, ssl=self.ssl_context, backlog=BACKLOG
+            def guarded() -> asyncio.Protocol:
+                return _Guarded(admission, make_handler)
+
+            listening = await loop.create_server(
+                guarded,
+                sock=sock,
+                ssl=self.ssl_context,
+                backlog=BACKLOG,
+                ssl_handshake_timeout=self.head_timeout if self.ssl_context else None,
             )
         except BaseException:
             await runner.cleanup()
             sock.close()
             raise
         self._runner, self._listening = runner, listening
-        self._bound_port = sock.getsockname()[1]
         log.info(
             "listening on %s listener=%s tls=%s",
             self.url,

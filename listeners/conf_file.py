@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,3 +63,39 @@ def apply_env(raw: RawConfig, env: Mapping[str, str]) -> None:
             key = name[len(ENV_PREFIX) :]
             raw.values[key] = value.strip()
             raw.sources[key] = name
+
+
+#: Keys longer than this get no suggestion: the distance costs len(a) * len(b) steps.
+_SUGGEST_MAX_LEN = 100
+_SUGGEST_MAX_DISTANCE = 2
+
+
+def closest_key(key: str, known: Iterable[str]) -> str | None:
+    """The known key `key` most likely misspells (edit distance <= 2, case ignored), if any."""
+    if len(key) > _SUGGEST_MAX_LEN:
+        return None
+    typed = key.lower()
+    scored = [
+        (distance, name)
+        for name in known
+        if (distance := _distance(typed, name.lower(), _SUGGEST_MAX_DISTANCE)) is not None
+    ]
+    return min(scored)[1] if scored else None
+
+
+def _distance(a: str, b: str, limit: int) -> int | None:
+    """Levenshtein distance of `a` and `b` if it is at most `limit`, else None. Stops as soon
+    as a whole row exceeds the limit: most unknown keys are nowhere near any known one."""
+    if abs(len(a) - len(b)) > limit:
+        return None
+    previous = list(range(len(b) + 1))
+    for i, char in enumerate(a, 1):
+        current = [i]
+        for j, other in enumerate(b, 1):
+            current.append(
+                min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char != other))
+            )
+        if min(current) > limit:
+            return None
+        previous = current
+    return previous[-1] if previous[-1] <= limit else None

@@ -26,7 +26,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel, to_snake
 
-from listeners.conf_file import RawConfig, read_config_file
+from listeners.conf_file import RawConfig, closest_key, read_config_file
 from listeners.endpoints import (
     AdvertisedListener,
     BindAddress,
@@ -65,9 +65,11 @@ class ConfigProblem:
 
 
 class ConfigError(Exception):
-    def __init__(self, problems: list[ConfigProblem]) -> None:
+    def __init__(self, problems: list[ConfigProblem], warnings: list[str] | None = None) -> None:
         super().__init__("\n".join(str(p) for p in problems))
         self.problems = problems
+        # The unknown keys too: a misspelt key is often why a problem is reported at all.
+        self.warnings = warnings or []
 
 
 def _store_type(value: Any) -> Any:
@@ -322,6 +324,12 @@ class GatewayConfig(BaseModel):
                 if field in info.data
             }
             specs = plan_sockets(info.data["bind_address"], legacy, binds)
+            if not specs and len(legacy) == len(_LEGACY_FIELDS):  # (an invalid port: reported)
+                problems.append(
+                    "no socket would open: bindAddresses is empty and "
+                    f"{', '.join(_LEGACY_FIELDS)} are all unset; set bindAddresses="
+                    "name:scheme://host:port,... or one of those ports"
+                )
             problems += socket_conflicts(specs)
             per_listener: dict[str, ListenerSettings] = info.data.get("listener_settings", {})
             problems += [
@@ -486,6 +494,7 @@ _LEGACY_FIELDS = {
     "webServicePortTls": "web_service_port_tls",
 }
 _DEFAULT_LISTENER_SETTINGS = ListenerSettings()
+LISTENER_KEYS = frozenset(to_camel(name) for name in ListenerSettings.model_fields)
 KNOWN_KEYS = frozenset(
     {to_camel(name) for name in GatewayConfig.model_fields if name != "listener_settings"}
     | {"zookeeperServers"}
@@ -546,18 +555,24 @@ def validate_raw(raw: RawConfig) -> LoadedConfig:
         else:
             values[key] = value
     values["listenerSettings"] = per_listener
+    warnings = [
+        f"{key} ({raw.sources.get(key, '?')}): not a key the gateway uses; ignored"
+        + _did_you_mean(key, KNOWN_KEYS)
+        for key in sorted(raw.values)
+        if key not in KNOWN_KEYS and not key.startswith(LISTENER_PREFIX)
+    ]
     try:
         config = GatewayConfig.model_validate(values)
     except ValidationError as exc:
         problems += _problems_of(exc, raw)
     if problems or config is None:
-        raise ConfigError(problems)
-    warnings = [
-        f"{key} ({raw.sources.get(key, '?')}): not a key the gateway uses; ignored"
-        for key in sorted(raw.values)
-        if key not in KNOWN_KEYS and not key.startswith(LISTENER_PREFIX)
-    ]
+        raise ConfigError(problems, warnings)
     return LoadedConfig(config, warnings)
+
+
+def _did_you_mean(key: str, known: frozenset[str]) -> str:
+    near = closest_key(key, known)
+    return f"; did you mean `{near}`?" if near else ""
 
 
 def load_config(path: Path, env: Mapping[str, str]) -> LoadedConfig:
@@ -574,7 +589,7 @@ def _problems_of(exc: ValidationError, raw: RawConfig) -> list[ConfigProblem]:
         if key == "listenerSettings" and len(loc) >= 3:
             key = f"{LISTENER_PREFIX}{loc[1]}.{loc[2]}"
             if err["type"] == "extra_forbidden":
-                err["msg"] = "not a per-listener key"
+                err["msg"] = "not a per-listener key" + _did_you_mean(str(loc[2]), LISTENER_KEYS)
         if key == "listenerSettings":
             message = err["msg"].removeprefix("Value error, ")
             problems += [ConfigProblem(*line.split(": ", 1)) for line in message.split("\n")]

@@ -14,8 +14,14 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError
-from kazoo.handlers.threading import AsyncResult
+from kazoo.exceptions import (
+    ConnectionClosedError,
+    ConnectionLoss,
+    NodeExistsError,
+    NoNodeError,
+    SessionExpiredError,
+)
+from kazoo.handlers.threading import AsyncResult, KazooTimeoutError
 
 from lookup.model import (
     BROKERS_ROOT,
@@ -41,29 +47,70 @@ DUMP_ROOTS = (
     PARTITIONED_ROOT,
 )
 BATCH = 2000  # requests in flight at once
+#: How long the command line waits for a first connection: a ZooKeeper that answers at all
+#: answers within milliseconds, and an operator with a typo should not wait kazoo's 15 s.
+CONNECT_TIMEOUT = 5.0
+#: What a lost connection raises in the middle of seed or dump.
+_CONNECTION_ERRORS = (ConnectionLoss, ConnectionClosedError, SessionExpiredError)
+
+
+class ZooKeeperUnreachable(Exception):
+    """No connection to ZooKeeper, or the connection was lost; the message names the address."""
 
 
 @contextlib.contextmanager
-def connected(hosts: str, timeout: float = 15.0) -> Iterator[KazooClient]:
+def connected(
+    hosts: str, timeout: float = 15.0, connect_timeout: float | None = None
+) -> Iterator[KazooClient]:
     """A started client for `hosts` (`host:port[,host:port][/chroot]`, as
-    MetadataUrl.connect_string gives it), stopped and closed however the block ends."""
+    MetadataUrl.connect_string gives it), stopped and closed however the block ends.
+    ZooKeeperUnreachable when it does not connect within `connect_timeout` (default:
+    `timeout`, the session timeout)."""
     # Quiet: kazoo warns "connection dropped" when a short-lived admin client stops.
     client = KazooClient(hosts=hosts, timeout=timeout, logger=_QUIET)
+    wait = timeout if connect_timeout is None else connect_timeout
     try:
-        client.start(timeout=timeout)
+        try:
+            client.start(timeout=wait)
+        except KazooTimeoutError:
+            raise ZooKeeperUnreachable(
+                f"cannot connect to ZooKeeper at {hosts} within {wait:g} s"
+            ) from None
         yield client
     finally:
         client.stop()
         client.close()
 
 
-def seed_url(url: MetadataUrl, nodes: Mapping[str, Any]) -> int:
+def seed_url(
+    url: MetadataUrl, nodes: Mapping[str, Any], connect_timeout: float = CONNECT_TIMEOUT
+) -> int:
     """`seed` into the ZooKeeper of a `zk:` URL, creating its chroot first."""
-    if url.chroot:
-        with connected(url.zk_hosts) as root:
-            root.ensure_path(url.chroot)
-    with connected(url.connect_string) as client:
-        return seed(client, nodes)
+    with _lost_is_unreachable(url):
+        if url.chroot:
+            with connected(url.zk_hosts, connect_timeout=connect_timeout) as root:
+                root.ensure_path(url.chroot)
+        with connected(url.connect_string, connect_timeout=connect_timeout) as client:
+            return seed(client, nodes)
+
+
+def dump_url(url: MetadataUrl, connect_timeout: float = CONNECT_TIMEOUT) -> dict[str, Any]:
+    """`dump` of the ZooKeeper of a `zk:` URL."""
+    with (
+        _lost_is_unreachable(url),
+        connected(url.connect_string, connect_timeout=connect_timeout) as client,
+    ):
+        return dump(client)
+
+
+@contextlib.contextmanager
+def _lost_is_unreachable(url: MetadataUrl) -> Iterator[None]:
+    try:
+        yield
+    except _CONNECTION_ERRORS as exc:
+        raise ZooKeeperUnreachable(
+            f"lost the connection to ZooKeeper at {url.connect_string} ({type(exc).__name__})"
+        ) from None
 
 
 def encode(content: Any) -> bytes:

@@ -8,7 +8,10 @@ from metadata_store.url import MetadataUrl
 from metadata_store.zookeeper import ZooKeeperSource
 
 
-def open_source(url: MetadataUrl) -> MetadataSource:
+def open_source(url: MetadataUrl, *, start_timeout: float | None = None) -> MetadataSource:
+    """`start_timeout`: how long start() waits for ZooKeeper (None: the source's default)."""
     if url.kind == "file":
         return FileSource(url.path)
-    return ZooKeeperSource(url)
+    if start_timeout is None:
+        return ZooKeeperSource(url)
+    return ZooKeeperSource(url, start_timeout=start_timeout)

@@ -56,7 +56,6 @@ def read_nodes(url: MetadataUrl) -> dict[str, Any]:
     """One consistent snapshot of the metadata: the snapshot file, or a dump of ZooKeeper."""
     if url.kind == "file":
         return read_snapshot(url.path)
-    from metadata_store.admin import connected, dump  # kazoo loads for zk: only
+    from metadata_store.admin import dump_url  # kazoo loads for zk: only
 
-    with connected(url.connect_string) as client:
-        return dump(client)
+    return dump_url(url)  # ZooKeeperUnreachable within a few seconds when it does not answer

@@ -167,8 +167,8 @@ def run(args: argparse.Namespace) -> int:
         nodes = read_nodes(url)
     except SnapshotError as exc:
         return _fail(f"--metadata: {exc}", EXIT_USAGE)
-    except Exception as exc:  # kazoo's timeouts and connection errors have no common base
-        return _fail(f"--metadata: cannot read {url}: {exc!r}", EXIT_FAILED)
+    except Exception as exc:  # ZooKeeperUnreachable, and kazoo's errors (no common base)
+        return _fail(f"--metadata: cannot read {url}: {exc}", EXIT_FAILED)
     print(f"snapshot: {len(nodes)} znodes from {url}; {len(zones)} zone(s)", flush=True)
     for warning in listener_gaps(nodes, zones):
         print(f"warning: {warning}", flush=True)

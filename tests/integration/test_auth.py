@@ -172,7 +172,13 @@ async def running(
             binary[name] = server
             scheme = Scheme.HTTPS if context else Scheme.HTTP
             spec = SocketSpec(Endpoint(scheme, HOST, 0), listener, f"test {name}")
-            app = build_app(service, listener=listener, listener_table=[], authenticator=auth)
+            app = build_app(
+                service,
+                listener=listener,
+                listener_table=[],
+                authenticator=auth,
+                super_users=frozenset({ROOT}),
+            )
             web = HttpServer(spec, app, context)
             await web.start()
             stack.push_async_callback(web.stop, 5)
@@ -491,7 +497,10 @@ async def test_http_operations_routes(world: World) -> None:
     for path in ("/metrics", "/admin/v2/gateway/listeners", "/openapi.json"):
         denied = await get(world, "external", path)
         assert (denied.status, denied.headers["WWW-Authenticate"]) == (401, "Bearer")
-        assert (await get(world, "external", path, bearer=token(STRANGER))).status == 200
+        stranger = (await get(world, "external", path, bearer=token(STRANGER))).status
+        # The listener table (internal addresses) is for super-users on an authenticated socket.
+        assert stranger == (403 if path == "/admin/v2/gateway/listeners" else 200)
+        assert (await get(world, "external", path, bearer=token(ROOT))).status == 200
         assert (await get(world, "internal", path)).status == 200
 
 

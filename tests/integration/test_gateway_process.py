@@ -57,6 +57,21 @@ def test_run_refuses_a_bad_config_with_exit_2(tmp_path: Path) -> None:
     assert "listener 'nope' is not declared" in result.stderr
 
 
+def test_run_refuses_a_config_that_would_listen_nowhere(tmp_path: Path) -> None:
+    conf = tmp_path / "typo.conf"
+    conf.write_text(
+        f"metadataStoreUrl=file:{DEMO}\nadvertisedListeners=internal:pulsar://127.0.0.1:6650\n"
+        "bindAdresses=internal:pulsar://127.0.0.1:0\nbrokerServicePort=\nwebServicePort=\n"
+    )
+    result = subprocess.run(
+        [EXE, "run", "--config", str(conf)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2, result.stderr
+    assert "bindAddresses: no socket would open" in result.stderr
+    assert "did you mean `bindAddresses`?" in result.stderr
+    assert "listening on" not in result.stderr
+
+
 def test_run_with_a_missing_snapshot_exits_1(tmp_path: Path) -> None:
     conf = write_config(tmp_path / "g.conf", f"file:{tmp_path / 'missing.json'}")
     result = subprocess.run(

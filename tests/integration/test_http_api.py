@@ -228,7 +228,7 @@ async def test_lookup_data_has_all_six_keys(gw: Gateway) -> None:
     assert reply.json() == {
         "brokerUrl": "pulsar://b1.example.com:6650",
         "brokerUrlTls": "pulsar+ssl://b1.example.com:6651",
-        "httpUrl": "http://10.0.0.1:8080",  # the listener has none: the owner's default
+        "httpUrl": "",  # the listener has none; the owner's default is an internal address
         "httpUrlTls": "https://b1.example.com:8443",
         "nativeUrl": "pulsar://b1.example.com:6650",
         "brokerUrlSsl": "",
@@ -277,12 +277,14 @@ async def test_authoritative_query_is_accepted(gw: Gateway, authoritative: str) 
             "http://zone.b1:8080{path}?authoritative=false&listenerName=zone",
             ("zone", "socket"),
         ),
-        # the header is carried into the query: headers do not survive a redirect
+        # the header is carried into the query: headers do not survive a redirect; 'external'
+        # has an https web URL only, and a plain request goes there rather than to the
+        # leader's internal address
         (
             "untagged",
             None,
             "external",
-            "http://10.0.0.1:8080{path}?authoritative=false&listenerName=external",
+            "https://b1.example.com:8443{path}?authoritative=false&listenerName=external",
             ("external", "header"),
         ),
         (
@@ -377,7 +379,8 @@ async def test_redirect_over_tls_prefers_the_targets_https_url(
     assert over_tls.headers["Location"] == (
         f"https://b1.example.com:8443{LOOKUP}/{UNOWNED_TOPIC}{query}"
     )
-    assert over_plain.headers["Location"] == f"http://10.0.0.1:8080{LOOKUP}/{UNOWNED_TOPIC}{query}"
+    # the listener's only web URL is https: a plain request goes there too, never elsewhere
+    assert over_plain.headers["Location"] == over_tls.headers["Location"]
     assert zone.headers["Location"].startswith("http://zone.b1:8080/")
 
 
@@ -558,6 +561,8 @@ async def test_failure_status_and_reason(tmp_path: Path, case: FailureCase) -> N
     assert reply.headers["Content-Type"].startswith("application/json")
     assert set(reply.json()) == {"reason"}
     assert case.reason in reply.json()["reason"]
+    # every 503 is retriable, and says when to retry
+    assert reply.headers.get("Retry-After") == ("1" if expected == 503 else None)
 
 
 async def test_failures_are_counted_with_their_error_code(gw: Gateway) -> None:

@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from http_api.app import build_app
-from http_api.server import HttpServer
+from http_api.server import SERVER_NAME, HttpServer
 from listeners.endpoints import Endpoint, Scheme
 from listeners.socket_table import SocketSpec
 from lookup.service import LookupService
@@ -183,15 +183,22 @@ LOOKUP_DATA_KEYS = {
 def check_answer(
     method: str, target: str, status: int, headers: dict[str, str], body: bytes
 ) -> None:
-    """What must hold for any request: no 5xx, JSON errors, sane redirects, full LookupData."""
+    """What must hold for any request: no 5xx, JSON errors, sane redirects, full LookupData,
+    no server version."""
     assert status < 500, f"{method} {target} -> {status} {body[:300]!r}"
+    assert headers["server"] == SERVER_NAME
     if status >= 400:  # every error leaves as JSON {"reason": ...}
         assert headers["content-type"].startswith("application/json"), (target, status, body)
         if method != "HEAD":
             assert isinstance(json.loads(body)["reason"], str)
     if status == 307:
         location = headers["location"]
-        assert location.startswith("http://10.0.0.1:8080/lookup/v2/topic/"), location
+        # to the leader (b1), at its web URL for the chosen listener and no other's: the
+        # external listener has an https URL only, and never gets the internal address
+        internal = location.startswith("http://10.0.0.1:8080/lookup/v2/topic/")
+        external = location.startswith("https://b1.example.com:8443/lookup/v2/topic/")
+        assert internal or external, location
+        assert ("listenerName=internal" in location) == internal, location
         assert "listenerName=" in location
         assert all(0x20 < ord(c) < 0x7F for c in location), location
     is_lookup = target.startswith("/lookup/") and "/bundle" not in target

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from gateway.cli import main
-from metadata_store.embedded_zookeeper import EmbeddedZooKeeper
+from metadata_store.embedded_zookeeper import EmbeddedZooKeeper, free_port
 from metadata_store.snapshot import read_snapshot
-from tests.processes import DEMO
+from tests.processes import DEMO, EXE
 
 pytestmark = pytest.mark.zookeeper
 
@@ -43,3 +45,38 @@ def test_lookup_reads_zookeeper(
 def test_seed_and_dump_refuse_file_urls(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["dump", "--metadata", f"file:{DEMO}", "--out", str(tmp_path / "x")]) == 2
     assert "need a zk: URL" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["seed", "--snapshot", str(DEMO)],
+        ["dump", "--out", "dump.json"],
+        ["lookup", "orders-partition-1"],
+        ["resolve-zones", "--topics", "topics.txt", "--zones", "zones.csv", "--out", "out"],
+    ],
+    ids=lambda command: command[0],
+)
+def test_an_unreachable_zookeeper_fails_soon_with_one_line(
+    command: list[str], tmp_path: Path
+) -> None:
+    port = free_port()  # nobody listens there
+    (tmp_path / "topics.txt").write_text("persistent://public/default/t\n")
+    (tmp_path / "zones.csv").write_text("dc,internal\n")
+    started = time.monotonic()
+    result = subprocess.run(
+        [EXE, *command, "--metadata", f"zk:127.0.0.1:{port}/pulsar"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    took = time.monotonic() - started
+    print(f"{command[0]}: failed after {took:.1f} s: {result.stderr.strip()}")
+    assert result.returncode == 1
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert f"127.0.0.1:{port}" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+    assert not (tmp_path / "dump.json").exists()
+    assert took < 15  # the promise is "a few seconds" (a 5 s connect deadline), not kazoo's 15+

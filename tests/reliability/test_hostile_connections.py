@@ -98,7 +98,7 @@ async def test_connections_are_capped_per_client_address(
             try:
                 again.send(codec.connect("again", 21))
                 command = await again.receive(timeout=5)
-                return command is not None and command.type == BaseCommand.CONNECTED
+                return isinstance(command, BaseCommand) and command.type == BaseCommand.CONNECTED
             finally:
                 await again.close()
 

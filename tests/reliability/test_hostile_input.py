@@ -20,6 +20,7 @@ import jwt
 import pytest
 
 from gateway.process import Gateway
+from http_api import app as http_app
 from listeners.protocol import codec
 from listeners.protocol.pulsar_api_pb2 import BaseCommand, CommandLookupTopicResponse, ServerError
 from lookup import service as lookup_service
@@ -217,3 +218,30 @@ async def test_the_answer_cache_is_bounded_by_bytes(
     names_sent = count * MAX_TOPIC_NAME_BYTES
     print(f"\n{names_sent / 2**20:.1f} MiB of valid names: the cache held at most {most} bytes")
     assert 0 < most <= budget
+
+
+async def test_long_http_paths_are_answered_but_not_cached(
+    private_zookeeper: EmbeddedZooKeeper,
+) -> None:
+    count = int(scale(500, 5000))
+    async with (
+        gateway_on(private_zookeeper, cluster(owned=OWNED)) as gateway,
+        aiohttp.ClientSession() as http,
+    ):
+        cached_before = http_app._topic_of_path.cache_info().currsize
+        statuses = set()
+        for n in range(count):
+            url = http_url(
+                gateway, f"/lookup/v2/topic/persistent/public/default/{n:05d}{'q' * 3000}"
+            )
+            async with http.get(url, allow_redirects=False) as reply:
+                statuses.add(reply.status)
+        cached_after = http_app._topic_of_path.cache_info().currsize
+        async with http.get(http_url(gateway, "/lookup/v2/topic/persistent/public/default/short")):
+            pass  # a short path is cached: the cache is in use, just not for long paths
+        assert http_app._topic_of_path.cache_info().currsize == cached_after + 1
+    print(
+        f"\n{count} HTTP lookups of 3 KB paths: parsed-path cache {cached_before} -> {cached_after}"
+    )
+    assert statuses <= {200, 307}
+    assert cached_after == cached_before

@@ -8,8 +8,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from listeners.conf_file import parse_properties, read_config_file
-from listeners.config import ConfigError, GatewayConfig, LoadedConfig, load_config, validate_raw
+from listeners.conf_file import closest_key, parse_properties, read_config_file
+from listeners.config import (
+    KNOWN_KEYS,
+    ConfigError,
+    GatewayConfig,
+    LoadedConfig,
+    load_config,
+    validate_raw,
+)
 from listeners.endpoints import Scheme
 from lookup.resolve import UnownedBundleRedirect
 
@@ -89,6 +96,92 @@ def test_unknown_keys_are_warnings_not_errors() -> None:
     assert loaded.warnings == [
         "managedLedgerDefaultEnsembleSize (test.conf:2): not a key the gateway uses; ignored"
     ]
+
+
+NO_LEGACY = "brokerServicePort=\nwebServicePort=\n"
+
+
+def test_a_config_that_opens_no_socket_is_an_error_naming_the_keys() -> None:
+    with pytest.raises(ConfigError) as info:
+        load(BASE + TWO + NO_LEGACY + "bindAdresses=internal:pulsar://127.0.0.1:6650\n")
+    [problem] = [str(p) for p in info.value.problems]
+    assert problem.startswith("bindAddresses: no socket would open")
+    for key in ("brokerServicePort", "brokerServicePortTls", "webServicePort", "webServicePortTls"):
+        assert key in problem
+    # The warnings travel with the error: the misspelt key is why no socket opens.
+    assert info.value.warnings == [
+        "bindAdresses (test.conf:5): not a key the gateway uses; ignored; "
+        "did you mean `bindAddresses`?"
+    ]
+
+
+@pytest.mark.parametrize(
+    "sockets",
+    ["brokerServicePortTls=6651\n" + TLS, "webServicePortTls=0\n" + TLS,
+     "bindAddresses=internal:http://127.0.0.1:0\n"],
+)  # fmt: skip
+def test_one_socket_of_any_kind_is_enough(sockets: str) -> None:
+    assert len(load(BASE + TWO + NO_LEGACY + sockets).config.sockets()) == 1
+
+
+def test_an_invalid_port_is_reported_once_not_as_no_socket_too() -> None:
+    assert only_problem(BASE + "brokerServicePort=x\nwebServicePort=\n").startswith(
+        "brokerServicePort (test.conf:2)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("typed", "meant"),
+    [
+        ("bindAdresses", "bindAddresses"),
+        ("BINDADDRESSES", "bindAddresses"),
+        ("webservicePortTLS", "webServicePortTls"),
+        ("advertisedListener", "advertisedListeners"),
+        ("tlsKeyFilepath", "tlsKeyFilePath"),
+        ("maxConnectionPerIp", "maxConnectionsPerIp"),
+        ("brokerServicPrt", "brokerServicePort"),
+        ("managedLedgerDefaultEnsembleSize", None),
+        ("tlsTrustStore", None),  # a Pulsar key of its own, not a typo of tlsKeyStore
+        ("bindAddressesXYZ", None),  # three edits away
+        ("b" * 10_000, None),
+    ],
+)
+def test_unknown_keys_near_a_gateway_key_get_a_suggestion(typed: str, meant: str | None) -> None:
+    [warning] = load(BASE + f"{typed}=1\n").warnings
+    assert warning.startswith(f"{typed} (test.conf:2): not a key the gateway uses; ignored")
+    if meant is None:
+        assert "did you mean" not in warning
+    else:
+        assert warning.endswith(f"; did you mean `{meant}`?")
+
+
+def test_per_listener_keys_get_a_suggestion_too() -> None:
+    message = only_problem(BASE + TWO + "listener.external.tlsKeyFilepath=/k.pem\n")
+    assert "listener.external.tlsKeyFilepath" in message
+    assert "not a per-listener key; did you mean `tlsKeyFilePath`?" in message
+
+
+def _levenshtein(a: str, b: str) -> int:
+    """The textbook full table, to check the banded, early-stopping one against."""
+    row = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        row, previous = [i], row
+        for j, y in enumerate(b, 1):
+            row.append(min(previous[j] + 1, row[j - 1] + 1, previous[j - 1] + (x != y)))
+    return row[-1]
+
+
+@given(st.text(alphabet="abAB", max_size=8), st.text(alphabet="abAB", max_size=8))
+def test_a_suggestion_is_made_exactly_within_two_edits(typed: str, known: str) -> None:
+    near = _levenshtein(typed.lower(), known.lower()) <= 2
+    assert closest_key(typed, [known]) == (known if near else None)
+
+
+def test_the_nearest_key_wins() -> None:
+    assert closest_key("bindAdress", KNOWN_KEYS) == "bindAddress"  # 1 edit; bindAddresses: 3
+    assert closest_key("bindAdresses", KNOWN_KEYS) == "bindAddresses"  # 1 edit; bindAddress: 3
+    # A tie (one edit from both) is broken alphabetically, so the hint never changes.
+    assert closest_key("bindAddresse", KNOWN_KEYS) == "bindAddress"
 
 
 def test_zookeeper_servers_is_the_legacy_spelling() -> None:
