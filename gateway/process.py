@@ -164,9 +164,8 @@ async def serve(gateway: Gateway, stop: asyncio.Event | None = None) -> None:
     """Run until SIGTERM/SIGINT (or `stop` is set), then stop gracefully."""
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
-    raise_open_files_limit()
-    previous_handler = loop.get_exception_handler()
-    accept_errors = AcceptErrors(previous_handler)
+    open_files = raise_open_files_limit()
+    accept_errors = AcceptErrors(loop.get_exception_handler(), open_files=open_files)
     loop.set_exception_handler(accept_errors)
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
@@ -218,9 +217,19 @@ class AcceptErrors:
     per interval with a count and no traceback, retries of them on a socket closed since are
     dropped; anything else goes to `previous` (or the loop's default handler)."""
 
-    def __init__(self, previous: Any = None, throttle: LogThrottle | None = None) -> None:
+    def __init__(
+        self,
+        previous: Any = None,
+        throttle: LogThrottle | None = None,
+        open_files: int | None = None,
+    ) -> None:
+        """`open_files`: the RLIMIT_NOFILE in force, named in the log line (read now if None)."""
         self.previous = previous
         self.throttle = throttle or LogThrottle(log, logging.ERROR)
+        # Read once: failures come thousands a second in a storm, the limit does not change.
+        self.open_files = (
+            open_files if open_files is not None else resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        )
 
     @property
     def failures(self) -> int:
@@ -236,7 +245,7 @@ class AcceptErrors:
             self.throttle.event(
                 "cannot accept connections: %s (open files limit %s)",
                 exc.strerror,
-                resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+                self.open_files,
             )
         elif isinstance(exc, ValueError | OSError) and _is_accept_retry(context.get("handle")):
             log.debug("dropped a retry of accept on a closed socket: %s", exc)

@@ -184,7 +184,7 @@ class ZooKeeperSource:
                 self._when_done(result, lambda r: self._children_read(read, parent, generation, r))
             else:
                 result = self._client.get_async(path, watch=self._on_watch)
-                self._when_done(result, lambda r: self._data_read(read, path, generation, r))
+                self._when_done(result, lambda r: self._data_read(read, generation, r))
         except Exception as exc:  # kazoo refused the call itself (a path it finds invalid)
             read.finish(self._read_error(path, exc))
             return read
@@ -209,9 +209,8 @@ class ZooKeeperSource:
 
         result.rawlink(hand_over)
 
-    def _data_read(
-        self, read: _PendingRead, path: str, generation: int, result: AsyncResult
-    ) -> None:
+    def _data_read(self, read: _PendingRead, generation: int, result: AsyncResult) -> None:
+        path = read.path
         if generation != self._generation:
             return self._finish(read, self._unavailable("ZooKeeper session was lost"))
         if result.successful():

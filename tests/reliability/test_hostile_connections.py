@@ -15,8 +15,7 @@ from listeners.protocol.pulsar_api_pb2 import BaseCommand
 from metadata_store.embedded_zookeeper import EmbeddedZooKeeper
 from metadata_store.synthetic import cluster, topic_in_range
 from tests.broker_peer import RawClient
-from tests.reliability.harness import binary_port, gateway_on
-from tests.reliability.test_hostile_input import rss_mib
+from tests.reliability.harness import binary_port, gateway_on, rss_mib
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.zookeeper

@@ -28,7 +28,7 @@ from lookup.topics import MAX_TOPIC_NAME_BYTES
 from metadata_store.embedded_zookeeper import EmbeddedZooKeeper
 from metadata_store.synthetic import cluster, topic_in_range
 from tests.broker_peer import RawClient
-from tests.reliability.harness import binary_port, gateway_on, http_url, scale
+from tests.reliability.harness import binary_port, gateway_on, http_url, rss_mib, scale
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.zookeeper
@@ -48,14 +48,6 @@ def private_zookeeper() -> Iterator[EmbeddedZooKeeper]:
     """A server of this test's own: its watch count and pauses concern nobody else."""
     with EmbeddedZooKeeper() as server:
         yield server
-
-
-def rss_mib() -> float:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS in /proc/self/status")
 
 
 async def pipelined(client: RawClient, topics: list[str], first_id: int = 1) -> list[Any]:
