@@ -3,20 +3,31 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
 # The floors of the house, top to bottom (README: Architecture).
 PACKAGES := gateway zones http_api listeners metadata_store lookup tls console
 ZK_JAR := /usr/share/java/zookeeper.jar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install zookeeper tools run test lint typecheck unit soak bench proto clean
+.PHONY: install install-run zookeeper tools run test lint typecheck unit soak bench proto clean
 
+# Everything the tests and benchmarks use: the package with its extras, ZooKeeper, the neighbours.
 install: $(STAMP) zookeeper tools
+
+# What the gateway alone needs (`make run`): the package and ZooKeeper, no Spark and no test tools.
+install-run: $(RUN_STAMP) zookeeper
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
-	touch $(STAMP)
+	touch $(STAMP) $(RUN_STAMP)
+
+$(RUN_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(RUN_STAMP)
 
 # The ZooKeeper server jar, for standalone mode and the integration tests (ZOOKEEPER_HOME also works).
 zookeeper:
@@ -24,14 +35,19 @@ zookeeper:
 		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq zookeeper; \
 	fi
 
-# nginx (the ingress in front of the gateway in the e2e tests) and wrk (the HTTP benchmark's load).
+# The neighbours the tests start: nginx (ingress: header injection, forwarded headers, PROXY
+# protocol), HAProxy (PROXY v2, SNI routing), Prometheus and promtool (scrapes, alert-rule tests);
+# wrk is the HTTP benchmark's load.
 tools:
 	@missing=""; \
-	command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || missing="nginx"; \
+	[ -x /usr/sbin/nginx ] || missing="nginx-light"; \
+	[ -x /usr/sbin/haproxy ] || missing="$$missing haproxy"; \
+	command -v prometheus >/dev/null || missing="$$missing prometheus"; \
 	command -v wrk >/dev/null || missing="$$missing wrk"; \
-	if [ -n "$$missing" ]; then $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $$missing; fi
+	if [ -n "$$missing" ]; then $(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; fi
 
-run: install
+run: install-run
 	$(BIN)/pulsar-lookup-gateway standalone
 
 lint: install

@@ -15,8 +15,10 @@ from typing import Any
 
 from console.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from console.table import format_table
+from gateway.logs import FORMATS, LEVEL_ENV, LEVELS, resolve_level
 from gateway.standalone import cmd_standalone
 from gateway.startup import host_problems, load_or_report, serve_config, setup_logging
+from gateway.version import gateway_version
 from listeners.config import GatewayConfig
 from lookup.errors import LookupFailure
 from lookup.resolve import LookupAnswer, ResolvePolicy
@@ -31,11 +33,29 @@ from zones import cli as zones_cli
 # configs/ beside the packages (a source checkout or an editable install), else the cwd's.
 _CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 CONFIGS = _CONFIGS if _CONFIGS.is_dir() else Path("configs")
+SERVING = frozenset({"run", "standalone"})  # the commands that log at INFO by default
+ACCESS_LOG_HELP = "log one line per HTTP request (aiohttp's access log; off by default)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    default_level = "INFO" if args.command in SERVING else "WARNING"
+    try:
+        args.log_level = resolve_level(args.log_level, os.environ, default_level)
+    except ValueError as exc:
+        print(f"{parser.prog}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    setup_logging(
+        level=args.log_level,
+        log_format=args.log_format,
+        worker=getattr(args, "worker", None),
+        access_log=getattr(args, "access_log", False),
+    )
+    if args.command not in SERVING and logging.getLogger().level >= logging.WARNING:
+        # A one-shot command says in one line that ZooKeeper cannot be reached: kazoo's
+        # per-retry warnings would only repeat it.
+        logging.getLogger("kazoo.client").setLevel(logging.ERROR)
     try:
         code: int = args.handler(args)
     except KeyboardInterrupt:
@@ -51,6 +71,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="pulsar-lookup-gateway",
         description="Answer Apache Pulsar topic lookups per network listener (PIP-95).",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {gateway_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     check = sub.add_parser("check-config", help="validate a config and print its socket table")
@@ -76,6 +97,7 @@ def _parser() -> argparse.ArgumentParser:
         "--workers", type=int, default=1, help="gateway processes sharing the ports (SO_REUSEPORT)"
     )
     run.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
+    run.add_argument("--access-log", action="store_true", help=ACCESS_LOG_HELP)
     run.set_defaults(handler=cmd_run)
 
     standalone = sub.add_parser(
@@ -84,6 +106,16 @@ def _parser() -> argparse.ArgumentParser:
     standalone.add_argument("--config", type=Path, default=CONFIGS / "standalone.conf")
     standalone.add_argument("--snapshot", type=Path, default=CONFIGS / "demo-cluster.json")
     standalone.add_argument("--zookeeper-port", type=int, default=0, help="default: a free one")
+    standalone.add_argument(
+        "--port-offset",
+        type=int,
+        default=0,
+        metavar="N",
+        help="add N to every port of the config (bindAddresses, advertisedListeners, legacy "
+        "ports), e.g. 10000 for 16650/18080 beside a local Pulsar on 6650/8080; "
+        "port 0 stays 0",
+    )
+    standalone.add_argument("--access-log", action="store_true", help=ACCESS_LOG_HELP)
     standalone.set_defaults(handler=cmd_standalone)
 
     seed = sub.add_parser("seed", help="write a snapshot into ZooKeeper in Pulsar's layout")
@@ -121,7 +153,26 @@ def _parser() -> argparse.ArgumentParser:
     )
     zones_cli.add_arguments(zones, master_default=zones_cli.DEFAULT_MASTER)
     zones.set_defaults(handler=zones_cli.run)
+    for command in sub.choices.values():
+        _add_log_options(command)
     return parser
+
+
+def _add_log_options(command: argparse.ArgumentParser) -> None:
+    logs = command.add_argument_group("logging")
+    logs.add_argument(
+        "--log-level",
+        type=str.upper,
+        choices=LEVELS,
+        default=None,
+        help=f"default: ${LEVEL_ENV}, else INFO for run and standalone, WARNING for the others",
+    )
+    logs.add_argument(
+        "--log-format",
+        choices=FORMATS,
+        default="text",
+        help="text (default) or json: one object per line (ts, level, logger, message)",
+    )
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
@@ -164,7 +215,36 @@ def describe_config(config: GatewayConfig) -> str:
     lines += format_table(rows, indent="  ")
     if len(rows) == 1:
         lines.append("  (none: the gateway would listen nowhere)")
+    lines += _describe_client_routes(config)
     return "\n".join(line.rstrip() for line in lines)
+
+
+def _describe_client_routes(config: GatewayConfig) -> list[str]:
+    """Where a client is (sniHostnames, clientCidrs, proxyProtocol per listener, and
+    trustedProxyCidrs); nothing when none of it is set."""
+    routed = [
+        (name, own)
+        for name, own in sorted(config.listener_settings.items())
+        if own.sni_hostnames or own.client_cidrs or own.proxy_protocol
+    ]
+    if not routed and not config.trusted_proxy_cidrs:
+        return []
+    lines = ["listener selection by client (after listenerName and X-Pulsar-ListenerName):"]
+    if routed:
+        rows = [("LISTENER", "SNI NAMES", "CLIENT CIDRS", "PROXY PROTOCOL")]
+        for name, own in routed:
+            rows.append(
+                (
+                    name,
+                    ",".join(own.sni_hostnames or ()) or "-",
+                    ",".join(own.client_cidrs or ()) or "-",
+                    "yes" if own.proxy_protocol else "no",
+                )
+            )
+        lines += format_table(rows, indent="  ")
+    trusted = " ".join(config.trusted_proxy_cidrs) or "(none: PROXY and forwarded headers ignored)"
+    lines.append(f"trusted proxies    {trusted}")
+    return lines
 
 
 def cmd_lookup(args: argparse.Namespace) -> int:
@@ -239,16 +319,19 @@ async def _lookup(
 def cmd_run(args: argparse.Namespace) -> int:
     from gateway.workers import WorkersError, supervise
 
-    setup_logging(f"worker {args.worker} " if args.worker is not None else "")
     loaded = load_or_report(args.config)
     if loaded is None:
         return EXIT_USAGE
     if args.worker is not None:  # one of `--workers N`'s processes
-        return serve_config(loaded.config, reuse_port=True)
+        return serve_config(loaded.config, reuse_port=True, access_log=args.access_log)
     if args.workers == 1:
-        return serve_config(loaded.config)
+        return serve_config(loaded.config, access_log=args.access_log)
+    # The workers log as this process does.
+    worker_args = ["--log-level", args.log_level, "--log-format", args.log_format]
+    if args.access_log:
+        worker_args.append("--access-log")
     try:
-        return supervise(args.config, loaded.config, args.workers)
+        return supervise(args.config, loaded.config, args.workers, worker_args)
     except WorkersError as exc:
         print(f"run: {exc}", file=sys.stderr)
         return EXIT_USAGE

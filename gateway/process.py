@@ -12,6 +12,8 @@ import signal
 import ssl
 from typing import Any, Protocol
 
+from gateway.logs import ACCESS_LOGGER
+from gateway.version import gateway_version
 from http_api.app import build_app
 from http_api.server import HttpServer
 from listeners.auth import Authenticator
@@ -27,6 +29,8 @@ from tls.metrics import TlsMetrics
 from tls.reload import GatewayTls
 
 log = logging.getLogger(__name__)
+
+METRICS_REFRESH_INTERVAL = 1.0  # seconds; multiprocess mode only (see LookupMetrics)
 
 
 class Server(Protocol):
@@ -45,9 +49,12 @@ class Gateway:
         source: MetadataSource | None = None,
         *,
         reuse_port: bool = False,
+        access_log: bool = False,
     ) -> None:
         self.config = config
         self.reuse_port = reuse_port  # SO_REUSEPORT on every socket (`run --workers N`)
+        # aiohttp's access log (`--access-log`): one line per HTTP request, on `aiohttp.access`.
+        self.access_log = logging.getLogger(ACCESS_LOGGER) if access_log else None
         self.source = source or open_source(config.metadata_store_url)
         self.service = LookupService(
             self.source,
@@ -60,7 +67,10 @@ class Gateway:
                 if config.authorization_enabled
                 else None
             ),
+            routes=config.client_routes(),
         )
+        self.service.metrics.set_build_info(gateway_version())
+        self._metrics_refresh: asyncio.Task[None] | None = None
         self.servers: list[tuple[SocketSpec, Server]] = []
         # Authentication: providers and keys are loaded by start().
         self.authenticator: Authenticator | None = None
@@ -75,6 +85,8 @@ class Gateway:
         self.tls = await asyncio.to_thread(
             GatewayTls.load, self.config.tls_settings(), self.tls_metrics
         )
+        if self.service.routes.uses_sni:
+            self.tls.route_server_names(self.service.routes.by_server_name)
         # Token keys too (AuthConfigError names the key that does not load).
         if self.authenticator is None:
             self.authenticator = await asyncio.to_thread(
@@ -92,6 +104,15 @@ class Gateway:
             raise
         self.tls.start()
         self.listener_table[:] = self._table()
+        if self.service.metrics.multiprocess and self._metrics_refresh is None:
+            self._metrics_refresh = asyncio.create_task(self._refresh_metrics())
+
+    async def _refresh_metrics(self) -> None:
+        """Multiprocess mode (`run --workers N`): copy the gauges that mirror our state into
+        the shared files once a second (a scrape reads the files of every worker)."""
+        while True:
+            self.service.metrics.refresh()
+            await asyncio.sleep(METRICS_REFRESH_INTERVAL)
 
     def _server_for(self, spec: SocketSpec, context: ssl.SSLContext | None) -> Server:
         if spec.endpoint.scheme.is_binary:
@@ -107,6 +128,7 @@ class Gateway:
             listener_table=self.listener_table,
             authenticator=self.authenticator,
             super_users=self.config.super_user_roles,
+            trusted_proxies=self.config.trusted_proxies(),
         )
         return HttpServer(
             spec,
@@ -115,6 +137,10 @@ class Gateway:
             head_timeout=self.config.connection_handshake_timeout_seconds,
             max_connections=self.config.max_http_server_connections,
             reuse_port=self.reuse_port,
+            proxy_protocol=self.config.settings_for(spec.listener).proxy_protocol,
+            trusted_proxies=self.config.trusted_proxies(),
+            access_log=self.access_log,
+            metrics=self.service.metrics,
         )
 
     def port_of(self, listener: str | None, scheme: str) -> int:
@@ -149,6 +175,9 @@ class Gateway:
     async def stop(self) -> None:
         """Stop accepting everywhere at once, let in-flight lookups finish, then close."""
         timeout = self.config.shutdown_timeout_seconds
+        if self._metrics_refresh is not None:
+            self._metrics_refresh.cancel()
+            self._metrics_refresh = None
         await self.tls.stop()
         servers, self.servers = self.servers, []
         results = await asyncio.gather(

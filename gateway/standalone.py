@@ -6,15 +6,28 @@ import argparse
 import os
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from console.exit_codes import EXIT_FAILED, EXIT_USAGE
 from gateway.startup import load_or_report, serve_config, setup_logging
 from listeners.config import GatewayConfig
+from listeners.endpoints import Endpoint
 from metadata_store.admin import connected, seed
 from metadata_store.embedded_zookeeper import EmbeddedZooKeeper, ZooKeeperUnavailable
 from metadata_store.snapshot import SnapshotError, read_snapshot
 from tls.devcerts import standalone_tls_env
+
+PROG = "pulsar-lookup-gateway"
+MAX_PORT = 65535
+#: The legacy untagged ports: key in the config file -> GatewayConfig field.
+_LEGACY_PORTS = {
+    "brokerServicePort": "broker_service_port",
+    "brokerServicePortTls": "broker_service_port_tls",
+    "webServicePort": "web_service_port",
+    "webServicePortTls": "web_service_port_tls",
+}
 
 
 def cmd_standalone(args: argparse.Namespace) -> int:
@@ -24,15 +37,8 @@ def cmd_standalone(args: argparse.Namespace) -> int:
     except SnapshotError as exc:
         print(f"--snapshot: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    zookeeper = EmbeddedZooKeeper(port=args.zookeeper_port)
+    zookeeper = EmbeddedZooKeeper(port=args.zookeeper_port)  # its port; started below
     try:
-        zookeeper.start()
-    except ZooKeeperUnavailable as exc:
-        print(f"standalone: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    try:
-        with connected(zookeeper.connect_string) as client:
-            seed(client, nodes)
         # Development certificates for the TLS sockets, removed when standalone stops;
         # PULSAR_GATEWAY_tls* set in the environment win over them.
         with tempfile.TemporaryDirectory(prefix="pulsar-gateway-dev-certs-") as certs:
@@ -44,13 +50,81 @@ def cmd_standalone(args: argparse.Namespace) -> int:
             loaded = load_or_report(args.config, env)
             if loaded is None:
                 return EXIT_USAGE
+            try:
+                config = shift_ports(loaded.config, args.port_offset)
+            except PortOffsetError as exc:
+                print(f"standalone: --port-offset {args.port_offset}: {exc}", file=sys.stderr)
+                return EXIT_USAGE
+            try:
+                zookeeper.start()
+            except ZooKeeperUnavailable as exc:
+                print(f"standalone: {exc}", file=sys.stderr)
+                return EXIT_FAILED
+            with connected(zookeeper.connect_string) as client:
+                seed(client, nodes)
             banner = _standalone_banner(
-                loaded.config, zookeeper.connect_string, args.snapshot, Path(certs)
+                config, zookeeper.connect_string, args.snapshot, Path(certs)
             )
             print(banner)
-            return serve_config(loaded.config)
+            return serve_config(config)
     finally:
         zookeeper.close()
+
+
+class PortOffsetError(ValueError):
+    """An offset that would move a port outside 1..65535; the message names the port."""
+
+
+def shift_ports(config: GatewayConfig, offset: int) -> GatewayConfig:
+    """`config` with every port moved by `offset`: the bindAddresses, the advertisedListeners
+    and the legacy ports (brokerServicePort, webServicePort and their TLS twins). Port 0 (a
+    free port per socket) stays 0. The moved ports keep their distances, so sockets that did
+    not clash before do not clash after. PortOffsetError when a port would leave 1..65535."""
+    if offset == 0:
+        return config
+    ports: list[tuple[int, str]] = []  # (port, where) of every port that moves
+    ports += [
+        (b.endpoint.port, f"bindAddresses {b.listener}:{b.endpoint.url}")
+        for b in config.bind_addresses
+    ]
+    ports += [
+        (e.port, f"advertisedListeners {listener.name}:{e.url}")
+        for listener in config.advertised_listeners
+        for e in listener.endpoints
+    ]
+    ports += [
+        (port, key)
+        for key, field in _LEGACY_PORTS.items()
+        if (port := getattr(config, field)) is not None
+    ]
+    moving = [(port, where) for port, where in ports if port != 0]
+    if not moving:
+        return config
+    low, high = min(p for p, _ in moving), max(p for p, _ in moving)
+    for port, where in moving:
+        if not 1 <= port + offset <= MAX_PORT:
+            raise PortOffsetError(
+                f"would move port {port} ({where}) to {port + offset}, outside 1..{MAX_PORT}; "
+                f"this config takes offsets from {1 - low} to {MAX_PORT - high}"
+            )
+
+    def moved(endpoint: Endpoint) -> Endpoint:
+        return replace(endpoint, port=endpoint.port + offset) if endpoint.port else endpoint
+
+    update: dict[str, Any] = {
+        "bind_addresses": tuple(
+            replace(b, endpoint=moved(b.endpoint)) for b in config.bind_addresses
+        ),
+        "advertised_listeners": tuple(
+            replace(listener, endpoints=tuple(moved(e) for e in listener.endpoints))
+            for listener in config.advertised_listeners
+        ),
+    }
+    for field in _LEGACY_PORTS.values():
+        port = getattr(config, field)
+        if port:
+            update[field] = port + offset
+    return config.model_copy(update=update)
 
 
 def _standalone_banner(
@@ -71,14 +145,21 @@ def _standalone_banner(
                 f"  curl -s --cacert {certs / 'ca.crt'} {url}/lookup/v2/topic/{topic}"
                 f"    # listener {spec.listener}, TLS"
             )
-    if certs is not None and any(spec.tls for spec in config.sockets()):
+    by_scheme: dict[str, str] = {}  # the first socket of each scheme
+    for spec in config.sockets():
+        by_scheme.setdefault(spec.endpoint.scheme.value, spec.endpoint.url)
+    if certs is not None and "pulsar+ssl" in by_scheme:
         lines.append(
             f"  TLS clients trust {certs / 'ca.crt'} (a development CA, deleted at exit), e.g."
-            " pulsar.Client('pulsar+ssl://127.0.0.1:6651', tls_trust_certs_file_path=...)"
+            f" pulsar.Client('{by_scheme['pulsar+ssl']}', tls_trust_certs_file_path=...)"
         )
+    command = sys.argv[0] if sys.argv[0].endswith("pulsar-lookup-gateway") else PROG
+    lines.append(f"  {command} lookup orders-partition-3 --listener external --metadata zk:{zk}")
+    if "http" in by_scheme:
+        lines.append(f"  curl -s {by_scheme['http']}/admin/v2/gateway/listeners")
     lines += [
-        f"  pulsar-lookup-gateway lookup orders-partition-3 --listener external --metadata zk:{zk}",
-        "  curl -s http://127.0.0.1:8080/admin/v2/gateway/listeners",
+        "The demo brokers are fictional: lookups answer with their addresses, but nothing",
+        "listens there, so a client's produce or consume after the lookup fails.",
         "",
     ]
     return "\n".join(lines)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from console.exit_codes import EXIT_FAILED, EXIT_OK
+from gateway.logs import ACCESS_LOGGER, JsonFormatter, resolve_level, text_formatter
 from listeners.auth import AuthConfigError, Authenticator
 from listeners.config import ConfigError, GatewayConfig, LoadedConfig, load_config
 from listeners.socket_table import SocketSpec
@@ -23,12 +24,37 @@ from tls.errors import TlsConfigError
 from tls.reload import ListenerTls
 
 
-def setup_logging(prefix: str = "") -> None:
-    logging.basicConfig(
-        level=os.environ.get("PULSAR_GATEWAY_LOG_LEVEL", "INFO").upper(),
-        format=f"%(asctime)s %(levelname)s {prefix}%(name)s: %(message)s",
-    )
+def setup_logging(
+    *,
+    level: str | None = None,
+    log_format: str = "text",
+    worker: int | None = None,
+    access_log: bool = False,
+) -> None:
+    """Log to stderr at `level` (None: PULSAR_GATEWAY_LOG_LEVEL, else INFO) in `log_format`
+    (`text` or `json`); `worker`: the index of one of `run --workers N`'s processes, shown in
+    each line. `access_log`: aiohttp's access log (one INFO line per HTTP request) is on,
+    whatever the level. As logging.basicConfig, this does nothing once the root logger has a
+    handler: the first call (the command line's) wins over a command's own."""
+    root = logging.getLogger()
+    if root.handlers:
+        return
+    handler = logging.StreamHandler()
+    if log_format == "json":
+        handler.setFormatter(JsonFormatter(worker))
+    else:
+        handler.setFormatter(text_formatter(f"worker {worker} " if worker is not None else ""))
+    root.addHandler(handler)
+    root.setLevel(resolve_level(level, os.environ))
     logging.getLogger("kazoo.client").setLevel(logging.WARNING)
+    # Explicitly on or off, so that serve_config() can tell which (access_log_enabled()).
+    logging.getLogger(ACCESS_LOGGER).setLevel(logging.INFO if access_log else logging.WARNING)
+
+
+def access_log_enabled() -> bool:
+    """Whether setup_logging() turned aiohttp's access log on (`--access-log`)."""
+    level = logging.getLogger(ACCESS_LOGGER).level
+    return level != logging.NOTSET and level <= logging.INFO
 
 
 def load_or_report(path: Path, env: Mapping[str, str] | None = None) -> LoadedConfig | None:
@@ -46,12 +72,17 @@ def load_or_report(path: Path, env: Mapping[str, str] | None = None) -> LoadedCo
     return loaded
 
 
-def serve_config(config: GatewayConfig, *, reuse_port: bool = False) -> int:
+def serve_config(
+    config: GatewayConfig, *, reuse_port: bool = False, access_log: bool | None = None
+) -> int:
+    """Run a gateway until a signal stops it. `access_log`: None, as setup_logging() set it."""
     # The servers load here, not when a command that serves nothing starts.
     from gateway.process import Gateway, serve
 
+    if access_log is None:
+        access_log = access_log_enabled()
     try:
-        asyncio.run(serve(Gateway(config, reuse_port=reuse_port)))
+        asyncio.run(serve(Gateway(config, reuse_port=reuse_port, access_log=access_log)))
     except (TlsConfigError, AuthConfigError, SnapshotError, OSError) as exc:
         logging.getLogger("gateway.process").error("cannot start: %s", exc)
         return EXIT_FAILED

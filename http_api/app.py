@@ -33,10 +33,12 @@ from collections.abc import Collection
 from urllib.parse import quote, urlencode
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
 
 from http_api.errors import failure_response, json_error
 from http_api.openapi import OPENAPI
+from http_api.server import client_of
 from listeners.auth import (
     AuthenticationFailed,
     Authenticator,
@@ -45,7 +47,10 @@ from listeners.auth import (
     not_authenticated,
     verified_peer_certificate,
 )
+from listeners.client_origin import AddressSource, ClientOrigin
+from listeners.forwarded import forwarded_for
 from lookup.errors import FailureKind, LookupFailure
+from lookup.networks import NetworkTable, parse_address
 from lookup.resolve import BrokerUrls, LookupAnswer, ResponseKind
 from lookup.selection import LISTENER_NAME_RULE, ChoiceSource, ListenerChoice, is_listener_name
 from lookup.service import LookupService
@@ -76,13 +81,16 @@ def build_app(
     listener_table: list[dict[str, object]],
     authenticator: Authenticator | None = None,
     super_users: Collection[str] = (),
+    trusted_proxies: NetworkTable[bool] | None = None,
 ) -> web.Application:
     """The application for one socket; `listener` is the listener that socket is tagged with.
     `authenticator`: who must authenticate, and how (None: nobody, any listener name);
-    `super_users`: the roles that may read the listener table where authentication is on."""
+    `super_users`: the roles that may read the listener table where authentication is on;
+    `trusted_proxies`: peers whose X-Forwarded-For / Forwarded headers are believed."""
     routes = _Routes(
         service, listener, listener_table, authenticator or Authenticator(), super_users
     )
+    routes.trusted_proxies = trusted_proxies or NetworkTable()
     # No middleware: aiohttp adds a layer of its own to every request once there is one, and a
     # lookup is cheap enough for that to show. Topic routes answer their failures themselves
     # (mapped in http_api.errors); anything else ends in the catch-all route below.
@@ -123,6 +131,8 @@ class _Routes:
         self.super_users = frozenset(super_users)
         # What a request that names no listener gets (the common case: clients send none).
         self.default_choice = service.choose(socket_listener=listener)
+        self.located = bool(service.routes)  # server names or networks may choose instead
+        self.trusted_proxies: NetworkTable[bool] = NetworkTable()
         self.catch_all: web.AbstractResource | None = None
 
     # -- Pulsar's REST routes -----------------------------------------------------------------
@@ -131,8 +141,11 @@ class _Routes:
         try:
             role = self._role(request)
             topic = _topic(request, trailing=0)
-            choice = self._choose(request)
-            answer = await self.service.lookup(topic, choice, protocol="http", role=role)
+            client, server_name = self._client(request)
+            choice = self._choose(request, client, server_name)
+            answer = await self.service.lookup(
+                topic, choice, protocol="http", role=role, client=client
+            )
             if answer.response is ResponseKind.CONNECT:
                 body = _lookup_body(answer.urls)
                 return web.Response(body=body, content_type="application/json", charset="utf-8")
@@ -158,11 +171,36 @@ class _Routes:
             return failure_response(failure)
         return web.json_response({"partitions": partitions})
 
-    def _choose(self, request: web.Request) -> ListenerChoice:
+    def _client(self, request: web.Request) -> tuple[ClientOrigin | None, str | None]:
+        """Where the client is (its connection's origin, or what the X-Forwarded-For or
+        Forwarded headers of a trusted proxy say), and the TLS server name it dialled."""
+        origin, server_name = client_of(request)
+        trusted = self.trusted_proxies
+        if origin is None or not trusted or not trusted.holds(parse_address(origin.address)):
+            return origin, server_name
+        headers = request.headers
+        forwarded = headers.getall("Forwarded", ())
+        x_forwarded_for = headers.getall("X-Forwarded-For", ())
+        if forwarded or x_forwarded_for:
+            address = forwarded_for(forwarded, x_forwarded_for, trusted)
+            if address is not None:
+                return origin.via(AddressSource.FORWARDED, str(address), None), server_name
+        return origin, server_name
+
+    def _choose(
+        self, request: web.Request, client: ClientOrigin | None, server_name: str | None
+    ) -> ListenerChoice:
         explicit = request.query.get("listenerName") if request.query_string else None
         header = request.headers.get(LISTENER_HEADER)
         if explicit is None and header is None:
-            return self.default_choice
+            if not self.located:
+                return self.default_choice
+            return self.service.choose(
+                server_name=server_name,
+                client_address=client.address if client is not None else None,
+                socket_listener=self.listener,
+                allowed=self.guard.allowed_names,
+            )
         choice = self.service.choose(
             explicit=explicit, header=header, socket_listener=self.listener
         )
@@ -230,7 +268,13 @@ class _Routes:
     async def metrics(self, request: web.Request) -> web.Response:
         if (refused := self._authenticated(request)) is not None:
             return refused
-        body = generate_latest(self.service.metrics.registry)
+        metrics = self.service.metrics
+        if metrics.multiprocess:  # run --workers N: every worker's samples, from their files
+            metrics.refresh()  # this worker's gauges as of now (the others': their last second)
+            registry = _shared_registry()
+        else:
+            registry = metrics.registry
+        body = generate_latest(registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def listeners(self, request: web.Request) -> web.Response:
@@ -258,6 +302,15 @@ class _Routes:
             allow = ",".join(sorted(allowed))
             return json_error(405, "Method Not Allowed", headers={"Allow": allow})
         return json_error(404, f"no route {printable(request.method)} {printable(request.path)}")
+
+
+@functools.cache
+def _shared_registry() -> CollectorRegistry:
+    """Multiprocess mode: a registry that merges the files of every process in
+    PROMETHEUS_MULTIPROC_DIR at each collection (the dead workers' counts included)."""
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+    return registry
 
 
 def _topic(request: web.Request, *, trailing: int) -> TopicName:

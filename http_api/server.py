@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 import ssl
 from collections.abc import Callable, Mapping
 from http import HTTPStatus
@@ -23,13 +22,17 @@ from aiohttp.web_request import BaseRequest
 from aiohttp.web_response import StreamResponse
 
 from http_api.errors import json_error
+from listeners.client_origin import ClientOrigin
 from listeners.endpoints import Scheme
 from listeners.log_throttle import LogThrottle
-from listeners.socket_table import BoundSocket, SocketSpec
+from listeners.proxied_accept import ProxiedAcceptor
+from listeners.socket_table import BACKLOG, BoundSocket, SocketSpec, bind_listening
+from lookup.metrics import LookupMetrics
+from lookup.networks import NetworkTable
+from tls.server_names import server_name_of
 
 log = logging.getLogger(__name__)
 
-BACKLOG = 1024
 DEFAULT_HEAD_TIMEOUT = 10.0  # seconds from accept to a complete first request head
 KEEPALIVE_TIMEOUT = 75.0  # seconds an idle keep-alive connection stays open
 SERVER_NAME = "pulsar-lookup-gateway"  # the Server header: no version for a stranger to match
@@ -38,9 +41,13 @@ SERVER_NAME = "pulsar-lookup-gateway"  # the Server header: no version for a str
 class _Handler(RequestHandler):
     """aiohttp's connection handler, with error answers that echo nothing of the request:
     aiohttp's own 400 quotes the offending line (an `Authorization` header, token included)
-    and logs a traceback per malformed request, which a client can repeat at will."""
+    and logs a traceback per malformed request, which a client can repeat at will. It also
+    carries where its client is (`client_of` reads it in a request)."""
 
-    __slots__ = ()
+    __slots__ = ("origin", "server_name")
+
+    origin: ClientOrigin
+    server_name: str | None
 
     def handle_error(
         self,
@@ -67,6 +74,15 @@ SERVER_HEADERS: Mapping[str, str] = MappingProxyType({"Server": SERVER_NAME})
 
 async def _name_server(request: web.Request, response: web.StreamResponse) -> None:
     response.headers["Server"] = SERVER_NAME
+
+
+def client_of(request: web.BaseRequest) -> tuple[ClientOrigin | None, str | None]:
+    """Where the request's connection comes from (its peer, or the client a PROXY header
+    named) and the TLS server name it dialled; (None, None) for a handler not made here."""
+    handler = request.protocol
+    if isinstance(handler, _Handler):
+        return handler.origin, handler.server_name
+    return None, None
 
 
 class _Admission:
@@ -101,12 +117,19 @@ class _Guarded(asyncio.Protocol):
     header line every few seconds would hold a connection for ever). Idle keep-alive
     connections between requests are aiohttp's to close (keepalive_timeout)."""
 
-    def __init__(self, admission: _Admission, make_handler: Callable[[], RequestHandler]) -> None:
+    def __init__(
+        self,
+        admission: _Admission,
+        make_handler: Callable[[], _Handler],
+        origin: ClientOrigin | None = None,
+    ) -> None:
+        """`origin`: the client a PROXY header named (None: the peer is the client)."""
+        self._origin = origin
         self._loop = asyncio.get_running_loop()
         self._accepted = self._loop.time()
         self._admission = admission
         self._make_handler = make_handler
-        self._inner: RequestHandler | None = None  # made only for an admitted connection
+        self._inner: _Handler | None = None  # made only for an admitted connection
         self._deadline: asyncio.TimerHandle | None = None
         self._transport: asyncio.BaseTransport | None = None
 
@@ -116,6 +139,11 @@ class _Guarded(asyncio.Protocol):
             cast(asyncio.Transport, transport).abort()  # at once: nothing to flush
             return
         self._inner = inner = self._make_handler()
+        origin = self._origin
+        if origin is None:
+            origin = ClientOrigin.of_peer(transport.get_extra_info("peername"), self._admission.url)
+        inner.origin = origin
+        inner.server_name = server_name_of(transport.get_extra_info("ssl_object"))
         inner.connection_made(transport)
         self._deadline = self._loop.call_at(
             self._accepted + self._admission.head_timeout, self._expire, 0
@@ -184,10 +212,15 @@ class HttpServer(BoundSocket):
         head_timeout: float = DEFAULT_HEAD_TIMEOUT,
         max_connections: int = 0,
         reuse_port: bool = False,
+        proxy_protocol: bool = False,
+        trusted_proxies: NetworkTable[bool] | None = None,
+        metrics: LookupMetrics | None = None,
     ) -> None:
         """`head_timeout`: seconds from accept to a complete first request head (and to the
         end of the TLS handshake); `max_connections`: open connections beyond which a new one
-        is closed at once (0: no cap)."""
+        is closed at once (0: no cap); `proxy_protocol`: every connection starts with a PROXY
+        header, accepted from `trusted_proxies` only; `metrics`: where connections closed for
+        their PROXY header are counted (None: only in `proxy_refusals`)."""
         scheme = spec.endpoint.scheme
         if scheme not in (Scheme.HTTP, Scheme.HTTPS):
             raise ValueError(f"{spec.origin}: {spec.endpoint.url} is not an http(s) address")
@@ -206,8 +239,12 @@ class HttpServer(BoundSocket):
         self.head_timeout = head_timeout
         self.max_connections = max_connections
         self.reuse_port = reuse_port  # SO_REUSEPORT: several worker processes share the port
+        self.proxy_protocol = proxy_protocol
+        self.trusted_proxies = trusted_proxies or NetworkTable()
+        self.proxy_refusals: dict[str, int] = {}  # connections closed for their PROXY header
+        self.metrics = metrics
         self._runner: web.AppRunner | None = None
-        self._listening: asyncio.Server | None = None
+        self._listening: asyncio.Server | ProxiedAcceptor | None = None
         self._admission = _Admission(spec.endpoint.url, max_connections, head_timeout)
 
     @property
@@ -227,7 +264,7 @@ class HttpServer(BoundSocket):
     async def start(self) -> None:
         if self._runner is not None:
             raise RuntimeError("the server is already started")
-        sock = _bind(self.spec.endpoint.host, self.spec.endpoint.port, self.reuse_port)
+        sock = bind_listening(self.spec.endpoint.host, self.spec.endpoint.port, self.reuse_port)
         self._bound_port = sock.getsockname()[1]
         self._admission.url = self.url  # with the bound port, for its log lines
         loop = asyncio.get_running_loop()
@@ -242,20 +279,32 @@ class HttpServer(BoundSocket):
             assert manager is not None
             admission = self._admission
 
-            def make_handler() -> RequestHandler:
+            def make_handler() -> _Handler:
                 # What web.Server() does, with our error answers.
                 return _Handler(manager, loop=loop, **options)
 
-            def guarded() -> asyncio.Protocol:
-                return _Guarded(admission, make_handler)
+            def guarded(origin: ClientOrigin | None = None) -> asyncio.Protocol:
+                return _Guarded(admission, make_handler, origin)
 
-            listening = await loop.create_server(
-                guarded,
-                sock=sock,
-                ssl=self.ssl_context,
-                backlog=BACKLOG,
-                ssl_handshake_timeout=self.head_timeout if self.ssl_context else None,
-            )
+            listening: asyncio.Server | ProxiedAcceptor
+            if self.proxy_protocol:
+                listening = ProxiedAcceptor(
+                    sock,
+                    guarded,
+                    trusted=self.trusted_proxies,
+                    deadline=self.head_timeout,
+                    ssl_context=self.ssl_context,
+                    on_refused=self._proxy_refused,
+                )
+                listening.start(self.url)
+            else:
+                listening = await loop.create_server(
+                    guarded,
+                    sock=sock,
+                    ssl=self.ssl_context,
+                    backlog=BACKLOG,
+                    ssl_handshake_timeout=self.head_timeout if self.ssl_context else None,
+                )
         except BaseException:
             await runner.cleanup()
             sock.close()
@@ -267,6 +316,11 @@ class HttpServer(BoundSocket):
             self.spec.listener if self.spec.listener is not None else "(none)",
             "yes" if self.ssl_context is not None else "no",
         )
+
+    def _proxy_refused(self, reason: str) -> None:
+        self.proxy_refusals[reason] = self.proxy_refusals.get(reason, 0) + 1
+        if self.metrics is not None:
+            self.metrics.refused(self.spec.listener, reason)
 
     async def stop(self, timeout: float) -> None:
         """Stop accepting, let requests in flight finish (cancelled after `timeout` seconds),
@@ -282,8 +336,3 @@ class HttpServer(BoundSocket):
             await server.shutdown(timeout)
         await runner.cleanup()  # the application's shutdown and cleanup signals
         log.info("stopped %s", self.url)
-
-
-def _bind(host: str, port: int, reuse_port: bool) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    return socket.create_server((host, port), family=family, backlog=BACKLOG, reuse_port=reuse_port)

@@ -38,7 +38,7 @@ import logging
 import ssl
 import types
 from collections.abc import Callable, Coroutine, Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, TypeVar, cast
 
@@ -51,6 +51,7 @@ from listeners.auth import (
     Identity,
     verified_peer_certificate,
 )
+from listeners.client_origin import ClientOrigin
 from listeners.config import GatewayConfig
 from listeners.log_throttle import LogThrottle
 from listeners.protocol import codec, wire
@@ -63,17 +64,19 @@ from listeners.protocol.codec import (
     RemoteProtocolError,
     UnknownCommand,
 )
-from listeners.socket_table import BoundSocket, SocketSpec
+from listeners.proxied_accept import ProxiedAcceptor
+from listeners.socket_table import BACKLOG, BoundSocket, SocketSpec, bind_listening
 from lookup.errors import LookupFailure
 from lookup.errors import ServerError as LookupServerError
+from lookup.networks import NetworkTable
 from lookup.resolve import LookupAnswer, ResponseKind
+from lookup.selection import ListenerChoice
 from lookup.service import LookupService
+from tls.server_names import server_name_of
 
 __all__ = ["PROTOCOL_VERSION", "SERVER_VERSION", "BinaryServer", "BinarySettings"]
 
 log = logging.getLogger(__name__)
-# asyncio listens with a backlog of 100: a reconnect storm would drop SYNs (1 s client retries).
-BACKLOG = 1024
 
 T = TypeVar("T")
 
@@ -113,6 +116,9 @@ class BinarySettings:
     proxy_through_service_url: bool = False
     max_message_size: int | None = None
     reuse_port: bool = False  # SO_REUSEPORT: worker processes share the port (`--workers`)
+    # Clients come through balancers that write a PROXY header first; believed only from these.
+    proxy_protocol: bool = False
+    trusted_proxies: NetworkTable[bool] = field(default_factory=NetworkTable)
 
     def __post_init__(self) -> None:
         if self.max_frame_size < 8:
@@ -144,6 +150,8 @@ class BinarySettings:
             handshake_timeout=config.connection_handshake_timeout_seconds,
             proxy_through_service_url=config.settings_for(listener).proxy_through_service_url,
             max_message_size=config.max_message_size,
+            proxy_protocol=config.settings_for(listener).proxy_protocol,
+            trusted_proxies=config.trusted_proxies(),
         )
 
 
@@ -169,17 +177,20 @@ class BinaryServer(BoundSocket):
         self.service = service
         self.settings = settings
         self._ssl_context = ssl_context
-        self._server: asyncio.Server | None = None
+        self._server: asyncio.Server | ProxiedAcceptor | None = None
         self._keep_alive_task: asyncio.Task[None] | None = None
         self._connections: set[_Connection] = set()
         self._per_address: dict[str, int] = {}  # open connections by client address
+        self.proxy_refusals: dict[str, int] = {}  # connections closed for their PROXY header
         self.refused = LogThrottle(log, logging.WARNING)  # a flood must not flood the log
         self._stopping = False
-        # The choice for every lookup that names no listener, made once.
-        self.socket_choice = service.choose(socket_listener=spec.listener)
         self.answers = _AnswerFrames(settings.proxy_through_service_url)
         self.authenticator = authenticator or Authenticator()
         self.guard = self.authenticator.for_listener(spec.listener)
+        # The choice for every lookup that names no listener: made once for the socket, or once
+        # per connection where server names or client networks can choose a listener.
+        self.socket_choice = service.choose(socket_listener=spec.listener)
+        self.located = bool(service.routes)
 
     @property
     def connection_count(self) -> int:
@@ -190,16 +201,32 @@ class BinaryServer(BoundSocket):
             raise RuntimeError("the server is already started")
         loop = asyncio.get_running_loop()
         endpoint = self.spec.endpoint
-        self._server = await loop.create_server(
-            lambda: _Connection(self),
-            host=endpoint.host or None,
-            port=endpoint.port,
-            ssl=self._ssl_context,
-            ssl_handshake_timeout=self.settings.handshake_timeout if self._ssl_context else None,
-            backlog=BACKLOG,
-            reuse_port=self.settings.reuse_port or None,
-        )
-        self._bound_port = self._server.sockets[0].getsockname()[1]
+        if self.settings.proxy_protocol:
+            sock = bind_listening(endpoint.host, endpoint.port, self.settings.reuse_port)
+            acceptor = ProxiedAcceptor(
+                sock,
+                lambda origin: _Connection(self, origin),
+                trusted=self.settings.trusted_proxies,
+                deadline=self.settings.handshake_timeout,
+                ssl_context=self._ssl_context,
+                on_refused=self._proxy_refused,
+            )
+            self._bound_port = sock.getsockname()[1]
+            acceptor.start(self.url)
+            self._server = acceptor
+        else:
+            self._server = await loop.create_server(
+                lambda: _Connection(self),
+                host=endpoint.host or None,
+                port=endpoint.port,
+                ssl=self._ssl_context,
+                ssl_handshake_timeout=(
+                    self.settings.handshake_timeout if self._ssl_context else None
+                ),
+                backlog=BACKLOG,
+                reuse_port=self.settings.reuse_port or None,
+            )
+            self._bound_port = self._server.sockets[0].getsockname()[1]
         if self.settings.keep_alive_interval > 0:
             self._keep_alive_task = loop.create_task(self._keep_alive())
         log.info(
@@ -243,6 +270,22 @@ class BinaryServer(BoundSocket):
         log.info("stopped listening on %s listener=%s", self.url, self.spec.listener or "-")
 
     # -- called by connections ---------------------------------------------------------
+
+    def choice_for(self, origin: ClientOrigin, server_name: str | None) -> ListenerChoice:
+        """What a lookup naming no listener gets on a connection from `origin` that dialled
+        `server_name` (TLS)."""
+        if not self.located:
+            return self.socket_choice
+        return self.service.choose(
+            server_name=server_name,
+            client_address=origin.address,
+            socket_listener=self.spec.listener,
+            allowed=self.guard.allowed_names,
+        )
+
+    def _proxy_refused(self, reason: str) -> None:
+        self.proxy_refusals[reason] = self.proxy_refusals.get(reason, 0) + 1
+        self.service.metrics.refused(self.spec.listener, reason)
 
     def _refusal(self, address: str) -> str | None:
         """Why a new connection from `address` is refused (None: admitted)."""
@@ -371,8 +414,10 @@ _FOREIGN_REQUEST_ID_FIELD: dict[int, int] = {
 class _Connection(asyncio.Protocol):
     """One client connection. Every callback catches what a peer's bytes can cause."""
 
-    def __init__(self, server: BinaryServer) -> None:
+    def __init__(self, server: BinaryServer, origin: ClientOrigin | None = None) -> None:
+        """`origin`: where the client is, when a PROXY header said so (None: the peer)."""
         self._server = server
+        self.origin = origin
         self._service = server.service
         self._settings = server.settings
         self._listener = server.spec.listener
@@ -404,10 +449,14 @@ class _Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport without subclassing it: no isinstance.
         self._transport = cast(asyncio.Transport, transport)
-        peer = transport.get_extra_info("peername")
-        if isinstance(peer, tuple) and len(peer) >= 2:
-            self._peer = f"{peer[0]}:{peer[1]}"
-            self.address = str(peer[0])
+        if self.origin is None:
+            peername = transport.get_extra_info("peername")
+            self.origin = ClientOrigin.of_peer(peername, self._server.url)
+        self._peer = self.origin.client
+        self.address = self.origin.address
+        if self._server.located:  # (a TLS connection's handshake is done by now)
+            server_name = server_name_of(transport.get_extra_info("ssl_object"))
+            self._socket_choice = self._server.choice_for(self.origin, server_name)
         refused = self._server._refusal(self.address)
         if refused is not None:
             self._server.refused.event(
@@ -633,7 +682,7 @@ class _Connection(asyncio.Protocol):
         else:
             choice = self._socket_choice
         self._answer(
-            self._service.lookup(body.topic, choice, "binary", role=self._role),
+            self._service.lookup(body.topic, choice, "binary", role=self._role, client=self.origin),
             body.request_id,
             self._lookup_answer,
             _lookup_failed,

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ENV_PREFIX = "PULSAR_GATEWAY_"
+#: PULSAR_GATEWAY_<name> variables that set the process, not the config (the log level).
+NOT_CONFIG_KEYS = frozenset({"LOG_LEVEL"})
 
 
 @dataclass
@@ -57,10 +59,13 @@ def read_config_file(path: Path, env: Mapping[str, str]) -> RawConfig:
 
 
 def apply_env(raw: RawConfig, env: Mapping[str, str]) -> None:
-    """`PULSAR_GATEWAY_<key>` overrides `<key>`, with the key spelled as in the file."""
+    """`PULSAR_GATEWAY_<key>` overrides `<key>`, with the key spelled as in the file (but for
+    NOT_CONFIG_KEYS)."""
     for name, value in env.items():
         if name.startswith(ENV_PREFIX) and len(name) > len(ENV_PREFIX):
             key = name[len(ENV_PREFIX) :]
+            if key in NOT_CONFIG_KEYS:
+                continue
             raw.values[key] = value.strip()
             raw.sources[key] = name
 

@@ -35,7 +35,9 @@ from listeners.endpoints import (
 )
 from listeners.socket_table import SocketSpec, plan_sockets, socket_conflicts
 from lookup.bundles import DEFAULT_NUM_BUNDLES
+from lookup.networks import NetworkTable, parse_cidr
 from lookup.resolve import ResolvePolicy, UnownedBundleRedirect
+from lookup.selection import ClientRoutes, RoutesError
 from metadata_store.url import MetadataUrl, parse_metadata_url
 from tls.settings import TLS_KEYS, TlsSettings
 
@@ -110,6 +112,14 @@ class ListenerSettings(BaseModel):
     # Listener names a client on this listener may ask for (listenerName, the header, the
     # binary field); unset: any. A name outside the list is refused.
     allowed_listener_names: OptionalCommaList = None
+
+    # Where a client is (issue: clients behind balancers all arrive from one address):
+    # TLS server names and client networks that choose this listener, on any socket.
+    sni_hostnames: OptionalCommaList = None
+    client_cidrs: OptionalCommaList = None
+    # This listener's sockets require a PROXY protocol header (v1 or v2) from a peer in
+    # trustedProxyCidrs before anything else, TLS included.
+    proxy_protocol: bool = False
 
 
 LISTENER_PREFIX = "listener."
@@ -236,6 +246,8 @@ class GatewayConfig(BaseModel):
     internal_listener_name: str | None = Field(None, validate_default=True)
     # `listener.<name>.<key>=value`: per-listener settings, keyed by listener name.
     listener_settings: dict[str, ListenerSettings] = Field(default_factory=dict)
+    # Load balancers whose PROXY headers and X-Forwarded-For / Forwarded headers are believed.
+    trusted_proxy_cidrs: CommaList = Field((), validate_default=True)
     bind_addresses: tuple[BindAddress, ...] = Field((), validate_default=True)
 
     default_number_of_namespace_bundles: int = Field(DEFAULT_NUM_BUNDLES, ge=1, le=2**16)
@@ -381,6 +393,44 @@ class GatewayConfig(BaseModel):
             raise ValueError("\n".join(problems))
         return value
 
+    @field_validator("listener_settings")
+    @classmethod
+    def _routes(
+        cls, value: dict[str, ListenerSettings], info: ValidationInfo
+    ) -> dict[str, ListenerSettings]:
+        try:
+            _client_routes(value)
+        except RoutesError as exc:
+            keys = {"sni": "sniHostnames", "network": "clientCidrs"}
+            raise ValueError(
+                "\n".join(
+                    f"{LISTENER_PREFIX}{name}.{keys[kind]}: {message}"
+                    for name, kind, message in exc.problems
+                )
+            ) from None
+        return value
+
+    @field_validator("trusted_proxy_cidrs")
+    @classmethod
+    def _trusted_proxies(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        problems = []
+        for entry in value:
+            try:
+                parse_cidr(entry)
+            except ValueError as exc:
+                problems.append(str(exc))
+        per_listener: dict[str, ListenerSettings] = info.data.get("listener_settings", {})
+        proxied = [name for name, own in per_listener.items() if own.proxy_protocol]
+        if proxied and not value:
+            problems += [
+                f"{LISTENER_PREFIX}{name}.proxyProtocol=true needs the balancers' addresses "
+                "here: a PROXY header is believed only from them"
+                for name in proxied
+            ]
+        if problems:
+            raise ValueError("\n".join(problems))
+        return value
+
     @field_validator("authentication_providers")
     @classmethod
     def _auth_providers(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
@@ -465,8 +515,16 @@ class GatewayConfig(BaseModel):
         return _merge_tls(self.model_dump(), self.listener_settings.get(listener or ""), listener)
 
     def tls_settings(self) -> dict[str | None, TlsSettings]:
-        """The TLS settings of every listener with a TLS socket (None: legacy TLS sockets)."""
-        listeners = sorted({s.listener for s in self.sockets() if s.tls}, key=lambda n: n or "")
+        """The TLS settings of every listener with a TLS socket (None: legacy TLS sockets), and
+        of every listener with sniHostnames and TLS material of its own or the global one."""
+        tls = {s.listener for s in self.sockets() if s.tls}
+        if tls:  # a server name dialled on a TLS socket may pick another listener's certificate
+            tls |= {
+                name
+                for name, own in self.listener_settings.items()
+                if own.sni_hostnames and self.tls_for(name).has_material
+            }
+        listeners = sorted(tls, key=lambda n: n or "")
         return {listener: self.tls_for(listener) for listener in listeners}
 
     def settings_for(self, listener: str | None) -> ListenerSettings:
@@ -482,6 +540,14 @@ class GatewayConfig(BaseModel):
 
     def listener(self, name: str) -> AdvertisedListener | None:
         return next((lst for lst in self.advertised_listeners if lst.name == name), None)
+
+    def client_routes(self) -> ClientRoutes:
+        """The sniHostnames and clientCidrs of every listener (validated already)."""
+        return _client_routes(self.listener_settings)
+
+    def trusted_proxies(self) -> NetworkTable[bool]:
+        networks = {parse_cidr(entry): True for entry in self.trusted_proxy_cidrs}
+        return NetworkTable.build(networks.items())
 
     def resolve_policy(self) -> ResolvePolicy:
         return ResolvePolicy(self.default_number_of_namespace_bundles, self.unowned_bundle_redirect)
@@ -529,6 +595,13 @@ def _merge_tls(
         ciphers=tuple(values["ciphers"] or ()),
         refresh_seconds=int(data.get("tls_cert_refresh_check_duration_sec", 300)),
         keys=keys,
+    )
+
+
+def _client_routes(per_listener: Mapping[str, ListenerSettings]) -> ClientRoutes:
+    return ClientRoutes.build(
+        {name: own.sni_hostnames or () for name, own in per_listener.items()},
+        {name: own.client_cidrs or () for name, own in per_listener.items()},
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
@@ -78,3 +79,12 @@ class BoundSocket:
         """The address as a URL: with the bound port once started, the spec's before."""
         endpoint = self.spec.endpoint
         return replace(endpoint, port=self._bound_port or endpoint.port).url
+
+
+BACKLOG = 1024  # asyncio's 100 would drop SYNs in a reconnect storm (1 s client retries)
+
+
+def bind_listening(host: str, port: int, reuse_port: bool = False) -> socket.socket:
+    """A listening TCP socket on host:port (SO_REUSEPORT when asked: worker processes)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, port), family=family, backlog=BACKLOG, reuse_port=reuse_port)

@@ -1,49 +1,133 @@
-"""Lookup metrics under Pulsar's names, for binary and HTTP lookups alike."""
+"""Lookup metrics under Pulsar's names, for binary and HTTP lookups alike, and the gateway's
+own (`pulsar_lookup_gateway_*`). README "Metrics" lists every series.
+
+One process (`run`, `standalone`): gauges that mirror a value of ours (lookups in flight, the
+metadata source's state) read it at scrape time. `run --workers N`: prometheus-client's
+multiprocess mode (PROMETHEUS_MULTIPROC_DIR was set before it was imported): every process
+writes its samples to files that /metrics merges, so those gauges are copied into the files by
+`refresh()`, which the gateway calls once a second and before a scrape; each gauge's
+`multiprocess_mode` says how the workers' values combine.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Summary
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    values,
+)
 
 from lookup.source import SourceStatus
 
+# No `_created` series: they double the exposition and nothing here needs them. The switch is
+# process-wide and read at collection time, and every process that serves /metrics imports this.
+disable_created_metrics()  # type: ignore[no-untyped-call]
+
 LABELS = ("listener", "chosen_by", "protocol")
+# Lookups take from ~50 us (a cached answer) to seconds (a cold read from ZooKeeper).
+LATENCY_BUCKETS = (
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 2.5, 5.0, 10.0,
+)  # fmt: skip
+PREFIX = "pulsar_lookup_gateway_"
+#: Counted by the `run --workers N` supervisor (gateway.workers), declared by every worker too.
+WORKER_RESTARTS = PREFIX + "worker_restarts"
+WORKER_RESTARTS_HELP = "Workers of run --workers N that died and were started again"
+#: The `listener` label of a connection-level series on a legacy (untagged) socket, as in TLS's.
+NO_LISTENER = "(none)"
+
+
+def multiprocess() -> bool:
+    """True when prometheus-client writes every sample to files (multiprocess mode, chosen when
+    it was imported), where /metrics must read them back with a MultiProcessCollector."""
+    return values.ValueClass is not values.MutexValue
 
 
 class LookupMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
-        self.latency = Summary(
-            "pulsar_broker_lookup", "Lookup latency in seconds", LABELS, registry=self.registry
-        )
+        self.multiprocess = multiprocess()
+        registry = self.registry
+        self.latency = Histogram(
+            "pulsar_broker_lookup", "Lookup latency in seconds", LABELS,
+            registry=registry, buckets=LATENCY_BUCKETS,
+        )  # fmt: skip
         self.answers = Counter(
             "pulsar_broker_lookup_answers", "Lookups answered with Connect", LABELS,
-            registry=self.registry,
+            registry=registry,
         )  # fmt: skip
         self.redirects = Counter(
             "pulsar_broker_lookup_redirects", "Lookups answered with Redirect", LABELS,
-            registry=self.registry,
+            registry=registry,
         )  # fmt: skip
         self.failures = Counter(
             "pulsar_broker_lookup_failures", "Lookups that failed", (*LABELS, "error"),
-            registry=self.registry,
+            registry=registry,
         )  # fmt: skip
         self.pending = Gauge(
-            "pulsar_broker_lookup_pending_requests", "Lookups in flight", registry=self.registry
-        )
+            "pulsar_broker_lookup_pending_requests", "Lookups in flight",
+            registry=registry, multiprocess_mode="livesum",
+        )  # fmt: skip
+        self.ready = Gauge(
+            PREFIX + "metadata_ready", "1 when the metadata source is connected and warm",
+            registry=registry, multiprocess_mode="livemin",
+        )  # fmt: skip
+        self.stale = Gauge(
+            PREFIX + "metadata_stale",
+            "1 while lookups are answered from a cache that may lag the cluster",
+            registry=registry, multiprocess_mode="livemax",
+        )  # fmt: skip
+        self.max_concurrent = Gauge(
+            PREFIX + "max_concurrent_lookups",
+            "maxConcurrentLookupRequest: lookups in flight beyond it are refused",
+            registry=registry, multiprocess_mode="livemax",
+        )  # fmt: skip
+        self.connections_refused = Counter(
+            PREFIX + "connections_refused",
+            "Connections closed at accept or before their first request, by reason",
+            ("listener", "reason"), registry=registry,
+        )  # fmt: skip
+        self.worker_restarts = Counter(WORKER_RESTARTS, WORKER_RESTARTS_HELP, registry=registry)
+        self.build_info = Gauge(
+            PREFIX + "build_info", "Always 1; the gateway's version in the label",
+            ("version",), registry=registry, multiprocess_mode="livemax",
+        )  # fmt: skip
+        self._live: list[tuple[Gauge, Callable[[], float]]] = []
+        self._refused: dict[tuple[str | None, str], Any] = {}
+
+    def live(self, gauge: Gauge, read: Callable[[], float]) -> None:
+        """`gauge` shows `read()`: taken at scrape time in one process, as of the last
+        `refresh()` in multiprocess mode."""
+        gauge.set_function(read)
+        self._live.append((gauge, read))
+
+    def refresh(self) -> None:
+        """Copy the live gauges' values into the shared files (multiprocess mode only: in one
+        process they are read at scrape time, and this is not needed)."""
+        for gauge, read in self._live:
+            gauge.set(read())
 
     def watch_source(self, status: Callable[[], SourceStatus]) -> None:
-        """Expose the metadata source's state, read at scrape time."""
-        ready = Gauge(
-            "pulsar_gateway_metadata_ready",
-            "1 when the metadata source is connected and warm",
-            registry=self.registry,
-        )
-        stale = Gauge(
-            "pulsar_gateway_metadata_stale",
-            "1 while lookups are answered from a cache that may lag the cluster",
-            registry=self.registry,
-        )
-        ready.set_function(lambda: float(status().ready))
-        stale.set_function(lambda: float(status().stale))
+        """Expose the metadata source's state."""
+        self.live(self.ready, lambda: float(status().ready))
+        self.live(self.stale, lambda: float(status().stale))
+
+    def set_build_info(self, version: str) -> None:
+        self.build_info.labels(version).set(1)
+
+    def refused(self, listener: str | None, reason: str) -> None:
+        """Count a connection refused on `listener`'s socket (None: a legacy socket) for
+        `reason`, a fixed word of the caller's (`max_connections`, `handshake_timeout`, ...),
+        never client text. Cheap: the series is looked up once per (listener, reason)."""
+        key = (listener, reason)
+        series = self._refused.get(key)
+        if series is None:
+            label = NO_LISTENER if listener is None else listener
+            series = self._refused[key] = self.connections_refused.labels(label, reason)
+        series.inc()

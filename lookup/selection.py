@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
+
+from lookup.networks import Address, NetworkTable, parse_address, parse_cidr
 
 #: A listener name: letters, digits, '_' and '-' (the characters Pulsar's broker accepts in
 #: advertisedListeners), at most 128 of them. The config, the HTTP listenerName query and the
@@ -22,6 +25,8 @@ class ChoiceSource(StrEnum):
 
     EXPLICIT = "explicit"  # binary advertised_listener_name, HTTP listenerName query
     HEADER = "header"  # HTTP X-Pulsar-ListenerName (an ingress or mesh may inject it)
+    SNI = "sni"  # the TLS server name the client dialled (listener.<name>.sniHostnames)
+    NETWORK = "network"  # the client's address (listener.<name>.clientCidrs)
     SOCKET = "socket"  # the listener the client's bind address is tagged with
     INTERNAL = "internal"  # none of the above: the brokers' default URLs
 
@@ -41,6 +46,115 @@ class ListenerChoice:
         return self.source is not ChoiceSource.INTERNAL
 
 
+# A DNS name as a client may dial it: labels of letters, digits and '-', dot-separated.
+_HOSTNAME = re.compile(
+    r"(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*"
+)
+
+
+def parse_sni_pattern(text: str) -> str:
+    """An exact host name or a `*.suffix` wildcard, lower-cased; ValueError otherwise."""
+    pattern = text.strip().lower().rstrip(".")
+    name = pattern[2:] if pattern.startswith("*.") else pattern
+    if not _HOSTNAME.fullmatch(name) or "*" in name:
+        raise ValueError(f"'{text.strip()}' is not a host name or a *.suffix wildcard")
+    return pattern
+
+
+class RoutesError(ValueError):
+    """Rules that cannot be used; `problems`: (listener, "sni" or "network", message)."""
+
+    def __init__(self, problems: list[tuple[str, str, str]]) -> None:
+        super().__init__("\n".join(f"{name}: {message}" for name, _, message in problems))
+        self.problems = problems
+
+
+@dataclass(frozen=True, slots=True)
+class ClientRoutes:
+    """The operator's rules that infer a listener from where a client is: the TLS server name
+    it dialled (exact names, then the longest matching `*.suffix`) and its network (the most
+    specific CIDR). Built once from the config; matching does no I/O."""
+
+    exact_names: Mapping[str, str] = field(default_factory=dict)
+    suffixes: tuple[tuple[str, str], ...] = ()  # (".suffix", listener), longest first
+    networks: NetworkTable[str] = field(default_factory=NetworkTable)
+
+    @classmethod
+    def build(
+        cls,
+        sni_hostnames: Mapping[str, Iterable[str]],
+        client_cidrs: Mapping[str, Iterable[str]],
+    ) -> ClientRoutes:
+        """`sni_hostnames` / `client_cidrs`: listener -> its patterns / CIDRs. RoutesError lists
+        every pattern or network given to two listeners, and every one that does not parse."""
+        problems: list[tuple[str, str, str]] = []
+        owner: dict[str, str] = {}
+        for listener, patterns in sni_hostnames.items():
+            for text in patterns:
+                try:
+                    pattern = parse_sni_pattern(text)
+                except ValueError as exc:
+                    problems.append((listener, "sni", str(exc)))
+                    continue
+                if pattern in owner and owner[pattern] != listener:
+                    message = f"server name '{pattern}' is also {owner[pattern]}'s"
+                    problems.append((listener, "sni", message))
+                owner.setdefault(pattern, listener)
+        by_network: dict[object, str] = {}
+        pairs = []
+        for listener, cidrs in client_cidrs.items():
+            for text in cidrs:
+                try:
+                    network = parse_cidr(text)
+                except ValueError as exc:
+                    problems.append((listener, "network", str(exc)))
+                    continue
+                if network in by_network:
+                    if by_network[network] != listener:
+                        message = (
+                            f"{network} is also {by_network[network]}'s; a network can choose "
+                            "one listener only"
+                        )
+                        problems.append((listener, "network", message))
+                    continue
+                by_network[network] = listener
+                pairs.append((network, listener))
+        if problems:
+            raise RoutesError(problems)
+        exact = {p: name for p, name in owner.items() if not p.startswith("*.")}
+        suffixes = sorted(
+            ((p[1:], name) for p, name in owner.items() if p.startswith("*.")),
+            key=lambda item: -len(item[0]),
+        )
+        return cls(exact, tuple(suffixes), NetworkTable.build(pairs))
+
+    def __bool__(self) -> bool:
+        return bool(self.exact_names or self.suffixes or self.networks)
+
+    @property
+    def uses_sni(self) -> bool:
+        return bool(self.exact_names or self.suffixes)
+
+    def by_server_name(self, server_name: str | None) -> str | None:
+        if not server_name:
+            return None
+        name = server_name.lower().rstrip(".")
+        if (listener := self.exact_names.get(name)) is not None:
+            return listener
+        for suffix, listener in self.suffixes:
+            if name.endswith(suffix) and len(name) > len(suffix):
+                return listener
+        return None
+
+    def by_address(self, address: Address | str | None) -> str | None:
+        if isinstance(address, str):
+            address = parse_address(address)
+        return self.networks.match(address)
+
+
+NO_ROUTES = ClientRoutes()
+
+
 def _given(name: str | None) -> str | None:
     # Blank means absent: the C++ and Go clients always send the field, "" when unset.
     if name is None:
@@ -53,14 +167,31 @@ def choose_listener(
     *,
     explicit: str | None = None,
     header: str | None = None,
+    server_name: str | None = None,
+    client_address: Address | str | None = None,
     socket_listener: str | None = None,
     internal_listener: str | None = None,
+    routes: ClientRoutes = NO_ROUTES,
+    allowed: frozenset[str] | None = None,
 ) -> ListenerChoice:
-    """Precedence: explicit name > X-Pulsar-ListenerName header > socket tag > internal."""
+    """Precedence, first match wins: explicit name > X-Pulsar-ListenerName header > the TLS
+    server name > the client's network > the socket's tag > internal.
+
+    `allowed`: the listener names the socket permits besides its own (None: any). A name the
+    client gave is checked by the caller (it is refused there); a listener the rules infer
+    that the socket does not permit is passed over, as if no rule matched."""
     if (name := _given(explicit)) is not None:
         return ListenerChoice(name, ChoiceSource.EXPLICIT, name == internal_listener)
     if (name := _given(header)) is not None:
         return ListenerChoice(name, ChoiceSource.HEADER, name == internal_listener)
+    if routes:
+        inferred = (
+            (routes.by_server_name(server_name), ChoiceSource.SNI),
+            (routes.by_address(client_address), ChoiceSource.NETWORK),
+        )
+        for name, source in inferred:
+            if name is not None and (allowed is None or name == socket_listener or name in allowed):
+                return ListenerChoice(name, source, name == internal_listener)
     if socket_listener is not None:
         internal = socket_listener == internal_listener
         return ListenerChoice(socket_listener, ChoiceSource.SOCKET, internal)

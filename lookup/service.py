@@ -11,6 +11,7 @@ not checked.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Collection
 from typing import Any, TypeVar
@@ -27,10 +28,14 @@ from lookup.resolve import (
     resolve,
     resolve_partitions,
 )
-from lookup.selection import ListenerChoice, choose_listener
+from lookup.selection import NO_ROUTES, ClientRoutes, ListenerChoice, choose_listener
 from lookup.source import MetadataSource
 from lookup.topics import TopicName
+from lookup.untrusted import printable
 from lookup.view import ClusterView
+
+log = logging.getLogger(__name__)
+TOPIC_IN_LOG = 200  # characters of a topic name in a log line
 
 T = TypeVar("T")
 # One lookup reads a handful of nodes; more fetches than this means the data keeps changing
@@ -55,16 +60,21 @@ class LookupService:
         metrics: LookupMetrics | None = None,
         declared_listeners: Collection[str] | None = None,
         authorizer: LookupAuthorizer | None = None,
+        routes: ClientRoutes = NO_ROUTES,
     ) -> None:
+        """`routes`: the listeners that TLS server names and client networks choose."""
         self.source = source
+        self.routes = routes
         self.authorizer = authorizer  # None: authorization is off
         self.policy = policy or ResolvePolicy()
         self.internal_listener = internal_listener
         self.max_concurrent = max_concurrent
         self.metrics = metrics or LookupMetrics()
         self.metrics.watch_source(lambda: self.source.status())
-        # Read at scrape time: two locked updates per lookup cost more than the lookup itself.
-        self.metrics.pending.set_function(lambda: float(self.pending))
+        # Read at scrape time (or once a second with --workers): two locked updates per lookup
+        # cost more than the lookup itself.
+        self.metrics.live(self.metrics.pending, lambda: float(self.pending))
+        self.metrics.max_concurrent.set(max_concurrent)
         self.pending = 0
         # Listener names come from clients: label only declared ones, so metrics stay bounded.
         self.declared_listeners = (
@@ -84,13 +94,20 @@ class LookupService:
         *,
         explicit: str | None = None,
         header: str | None = None,
+        server_name: str | None = None,
+        client_address: str | None = None,
         socket_listener: str | None = None,
+        allowed: frozenset[str] | None = None,
     ) -> ListenerChoice:
         return choose_listener(
             explicit=explicit,
             header=header,
+            server_name=server_name,
+            client_address=client_address,
             socket_listener=socket_listener,
             internal_listener=self.internal_listener,
+            routes=self.routes,
+            allowed=allowed,
         )
 
     async def lookup(
@@ -100,9 +117,12 @@ class LookupService:
         protocol: str,
         *,
         role: str | None = None,
+        client: object = None,
     ) -> LookupAnswer:
         """The answer for `topic` on the chosen listener. `role`: the authenticated client's
-        role, checked when authorization is on (None: the socket needs no authentication)."""
+        role, checked when authorization is on (None: the socket needs no authentication).
+        `client`: who asks, for the log line (its str() is made only when a line is written:
+        every refused lookup at INFO, every answered one at DEBUG)."""
         labels = (self._label(choice.name), choice.source.value, protocol)
         started = time.perf_counter()
         self._admit(labels)
@@ -121,12 +141,18 @@ class LookupService:
                 cache[key] = answer
         except LookupFailure as exc:
             self.metrics.failures.labels(*labels, exc.code.name).inc()
+            _log_lookup(logging.INFO, protocol, client, choice, topic, exc.code.name, exc.message)
             raise
         finally:
             self.pending -= 1
         latency, answers, redirects = self._series_for(labels)
         latency.observe(time.perf_counter() - started)
         (answers if answer.response is ResponseKind.CONNECT else redirects).inc()
+        if log.isEnabledFor(logging.DEBUG):
+            outcome = answer.response.name.lower()
+            _log_lookup(
+                logging.DEBUG, protocol, client, choice, topic, outcome, str(answer.broker_id)
+            )
         return answer
 
     def _answers_now(self) -> dict[tuple[str, ListenerChoice], LookupAnswer]:
@@ -239,3 +265,25 @@ class LookupService:
         raise LookupFailure(
             FailureKind.METADATA_UNAVAILABLE, "metadata kept changing while it was read; retry"
         )
+
+
+def _log_lookup(
+    level: int,
+    protocol: str,
+    client: object,
+    choice: ListenerChoice,
+    topic: str | TopicName,
+    outcome: str,
+    detail: str,
+) -> None:
+    log.log(
+        level,
+        "lookup %s: protocol=%s client=%s listener=%s chosen_by=%s topic=%s (%s)",
+        outcome,
+        protocol,
+        client if client is not None else "-",
+        choice.name or "-",
+        choice.source.value,
+        printable(topic if isinstance(topic, str) else topic.full, TOPIC_IN_LOG),
+        detail,
+    )

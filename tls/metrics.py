@@ -15,13 +15,15 @@ def listener_label(listener: str | None) -> str:
 class TlsMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.expiry = Gauge(
-            "pulsar_gateway_tls_certificate_expiry_seconds",
+            "pulsar_lookup_gateway_tls_certificate_expiry_seconds",
             "notAfter of the certificate a listener's TLS sockets serve, as a unix time",
             ("listener",),
             registry=registry,
+            # run --workers N: the soonest of the live workers' (they read the same files)
+            multiprocess_mode="livemin",
         )
         self.reloads = Counter(
-            "pulsar_gateway_tls_reloads",
+            "pulsar_lookup_gateway_tls_reloads",
             "Changed TLS material loaded (outcome=ok) or refused, keeping the old (failed)",
             ("listener", "outcome"),
             registry=registry,

@@ -30,7 +30,7 @@ import contextlib
 import logging
 import ssl
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -46,6 +46,7 @@ from tls.material import (
     TrustProvider,
 )
 from tls.metrics import TlsMetrics, listener_label
+from tls.server_names import remember
 from tls.settings import TlsSettings
 
 __all__ = ["GatewayTls", "ListenerTls", "sources_for"]
@@ -128,6 +129,10 @@ class ListenerTls:
         self._checking = threading.Lock()  # one check at a time (they run in worker threads)
         self.context = self._state.context
         self.context.sni_callback = self._select
+        # Set by GatewayTls.route_server_names: a server name -> the listener whose certificate
+        # it gets, and every listener's TLS to find it in.
+        self._route: Callable[[str], str | None] | None = None
+        self._peers: Mapping[str | None, ListenerTls] = {}
         self._loaded(self._state.material, "loaded")
 
     @classmethod
@@ -223,8 +228,13 @@ class ListenerTls:
     def _select(
         self, ssl_object: ssl.SSLObject, server_name: str | None, context: ssl.SSLContext
     ) -> None:
-        """OpenSSL's server-name callback, at every ClientHello: use the newest context."""
-        current = self._state.context
+        """OpenSSL's server-name callback, at every ClientHello: note the name, and serve the
+        newest context of the listener the name routes to (this socket's when none)."""
+        remember(ssl_object, server_name)
+        target = self
+        if server_name and self._route is not None:
+            target = self._peers.get(self._route(server_name), self)
+        current = target._state.context
         if current is not context:
             ssl_object.context = current
 
@@ -254,6 +264,12 @@ class GatewayTls:
 
     def context_for(self, listener: str | None) -> ssl.SSLContext:
         return self.listeners[listener].context
+
+    def route_server_names(self, route: Callable[[str], str | None]) -> None:
+        """Serve a handshake whose server name `route`s to a listener that has TLS material
+        with that listener's certificate, on whichever TLS socket it arrives."""
+        for tls in self.listeners.values():
+            tls._route, tls._peers = route, self.listeners
 
     def start(self) -> None:
         """Start re-checking every refresh_seconds (nothing to do without TLS sockets or 0)."""

@@ -8,17 +8,21 @@ entry point for `spark-submit ... zones/cli.py ...`.
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import os
 import sys
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TextIO
 
 from console.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from lookup.bundles import DEFAULT_NUM_BUNDLES
 from lookup.resolve import ResolvePolicy, UnownedBundleRedirect
 from metadata_store.snapshot import SnapshotError, read_nodes
 from metadata_store.url import parse_metadata_url
+from zones.inputs import check_outputs, check_topics, local_path
 from zones.pairs import (
     ZonesError,
     format_summary,
@@ -29,6 +33,8 @@ from zones.pairs import (
 
 TOPICS_FORMATS = ("auto", "parquet", "csv", "text")
 DEFAULT_MASTER = "local[*]"
+#: What the job loads once its inputs are checked (the "spark" extra).
+SPARK_MODULES = ("pyspark", "pyarrow", "matplotlib")
 
 DESCRIPTION = """\
 Resolve every (topic, zone) pair on Spark with the gateway's own resolve(): the driver takes one
@@ -120,7 +126,7 @@ def detect_topics_format(path: str) -> str:
         return "parquet"
     if lowered.endswith((".csv", ".csv.gz", ".csv.bz2")):
         return "csv"
-    local = _local_path(path)
+    local = local_path(path)
     if local is not None and local.is_dir():
         names = [
             p.name.lower()
@@ -134,33 +140,57 @@ def detect_topics_format(path: str) -> str:
     return "text"
 
 
-def _local_path(path: str) -> Path | None:
-    if path.startswith("file:"):
-        return Path(path[len("file:") :].removeprefix("//"))
-    if "://" in path:
-        return None
-    return Path(path)
-
-
 def _fail(message: str, code: int) -> int:
     print(f"resolve-zones: {message}", file=sys.stderr)
     return code
 
 
+def show_progress(stream: TextIO | None, env: Mapping[str, str] | None = None) -> bool:
+    """Whether Spark draws its console progress bar (`spark.ui.showConsoleProgress`) on the
+    driver's stderr: on a terminal, unless TERM=dumb; never into a pipe, a file or a log."""
+    if stream is None:
+        return False
+    try:
+        tty = stream.isatty()
+    except (ValueError, OSError):  # closed, or detached
+        return False
+    return tty and (os.environ if env is None else env).get("TERM", "") != "dumb"
+
+
 def run(args: argparse.Namespace) -> int:
-    """The job, for the arguments of `add_arguments`."""
+    """The job, for the arguments of `add_arguments`. Every input is checked before Spark
+    starts: one line on stderr and exit 2 for a bad one; exit 1 for a ZooKeeper that does not
+    answer within 5 s (as `seed`, `dump` and `lookup` do)."""
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
+    missing = [name for name in SPARK_MODULES if importlib.util.find_spec(name) is None]
+    if missing:
+        return _fail(
+            f"needs {', '.join(missing)} (the 'spark' extra): "
+            "pip install -e '.[spark]' in the checkout, or `make install`",
+            EXIT_FAILED,
+        )
     try:
         zones = read_zones(args.zones)
+    except ZonesError as exc:
+        return _fail(f"--zones: {exc}", EXIT_USAGE)
+    try:
         url = parse_metadata_url(args.metadata)
-        topics_format = args.topics_format
-        if topics_format == "auto":
-            topics_format = detect_topics_format(args.topics)
-    except ValueError as exc:  # ZonesError too
-        return _fail(str(exc), EXIT_USAGE)
-    policy = ResolvePolicy(args.default_bundles, UnownedBundleRedirect(args.unowned_redirect))
+    except ValueError as exc:
+        return _fail(f"--metadata: {exc}", EXIT_USAGE)
+    topics_format = args.topics_format
+    if topics_format == "auto":
+        topics_format = detect_topics_format(args.topics)
     out = Path(args.out)
     answers = args.answers or str(out / "answers")
+    try:
+        check_topics(args.topics, topics_format)
+    except ZonesError as exc:
+        return _fail(f"--topics: {exc}", EXIT_USAGE)
+    try:
+        check_outputs(out, answers)
+    except ZonesError as exc:
+        return _fail(str(exc), EXIT_USAGE)
+    policy = ResolvePolicy(args.default_bundles, UnownedBundleRedirect(args.unowned_redirect))
 
     started = time.perf_counter()
     try:
@@ -179,7 +209,7 @@ def run(args: argparse.Namespace) -> int:
     from zones.chart import plot_share
     from zones.spark import read_topics, resolve_zones, session, summarize
 
-    spark, owned = session(args.master)
+    spark, owned = session(args.master, progress=show_progress(sys.stderr))
     try:
         try:
             topics = read_topics(spark, args.topics, topics_format)

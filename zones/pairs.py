@@ -117,8 +117,10 @@ def parse_zones(text: str, origin: str) -> list[Zone]:
 def read_zones(path: str | Path) -> list[Zone]:
     try:
         text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ZonesError(f"cannot read {path}: {exc}") from None
+    except OSError as exc:
+        raise ZonesError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ZonesError(f"cannot read {path}: not UTF-8 text (byte {exc.start})") from None
     return parse_zones(text, str(path))
 
 

@@ -158,15 +158,18 @@ def local_session(master: str, *, app_name: str = "resolve-zones", **conf: str) 
     return builder.getOrCreate()
 
 
-def session(master: str | None) -> tuple[Any, bool]:
+def session(master: str | None, *, progress: bool = False) -> tuple[Any, bool]:
     """(session, whether this job owns it): an active session (a test's, a notebook's) is
-    used as it is; otherwise a new one, local or from spark-submit's settings."""
+    used as it is; otherwise a new one, local or from spark-submit's settings. `progress`:
+    Spark's console progress bar on stderr (`spark.ui.showConsoleProgress`), for a session
+    this job creates with a master of its own; under spark-submit its settings decide."""
     active = SparkSession.getActiveSession()
     if active is not None:
         return active, False
     builder = SparkSession.builder.appName("resolve-zones")
     if master is None:  # spark-submit's --master and --conf settings
         return builder.getOrCreate(), True
+    shown = "true" if progress else "false"
     if master.startswith("local"):
-        return local_session(master), True
-    return builder.master(master).getOrCreate(), True
+        return local_session(master, **{"spark.ui.showConsoleProgress": shown}), True
+    return builder.master(master).config("spark.ui.showConsoleProgress", shown).getOrCreate(), True

@@ -211,7 +211,7 @@ async def test_a_rotated_certificate_reaches_new_client_connections(
         served = x509.load_pem_x509_certificate(setup.gateway_cert.read_bytes())
         assert (
             w.gateway.service.metrics.registry.get_sample_value(
-                "pulsar_gateway_tls_certificate_expiry_seconds", {"listener": "external"}
+                "pulsar_lookup_gateway_tls_certificate_expiry_seconds", {"listener": "external"}
             )
             == served.not_valid_after_utc.timestamp()
         )

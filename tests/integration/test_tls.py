@@ -45,7 +45,7 @@ from tls.errors import TlsConfigError
 WAIT = 10.0  # bound on one connection attempt
 RELOAD_WAIT = 15.0  # bound on a reload being seen (checks run every second)
 TOPIC = "persistent://public/default/t1"
-EXPIRY = "pulsar_gateway_tls_certificate_expiry_seconds"
+EXPIRY = "pulsar_lookup_gateway_tls_certificate_expiry_seconds"
 OWNED = {f"{lower}_{upper}": 1 for lower, upper in itertools.pairwise(FOUR_BUNDLES)}
 IPS = ("127.0.0.1", "127.0.0.2")
 
@@ -449,7 +449,7 @@ async def test_a_rotated_certificate_reaches_new_connections(pki: Pki, metadata:
         registry = gateway.service.metrics.registry
         assert (
             registry.get_sample_value(
-                "pulsar_gateway_tls_reloads_total", {"listener": "external", "outcome": "ok"}
+                "pulsar_lookup_gateway_tls_reloads_total", {"listener": "external", "outcome": "ok"}
             )
             == 1
         )
@@ -477,7 +477,9 @@ async def test_a_broken_rotation_keeps_the_old_certificate_and_logs_the_file(
             named = pki.path("external.key")
 
         async def refused_logged() -> bool:
-            return bool(registry.get_sample_value("pulsar_gateway_tls_reloads_total", failed))
+            return bool(
+                registry.get_sample_value("pulsar_lookup_gateway_tls_reloads_total", failed)
+            )
 
         await eventually(refused_logged, timeout=RELOAD_WAIT)
         errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
@@ -489,7 +491,7 @@ async def test_a_broken_rotation_keeps_the_old_certificate_and_logs_the_file(
         # fixed files are picked up
         pki.pem(pki.leaf("fixed"), "external")
         await eventually(lambda: sees(host, port, trust, "fixed"), timeout=RELOAD_WAIT)
-        assert registry.get_sample_value("pulsar_gateway_tls_reloads_total", failed) == 1
+        assert registry.get_sample_value("pulsar_lookup_gateway_tls_reloads_total", failed) == 1
 
 
 def connect_blocking(

@@ -706,8 +706,11 @@ def test_cli_usage_errors(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixt
         return capsys.readouterr().err
 
     assert "no 'topic' column (columns: name)" in run(f"file:{snapshot}", topics, zones)
-    assert "cannot read" in run(f"file:{tmp_path / 'missing.json'}", topics, zones)
-    assert "neither zk:" in run("http://x", topics, zones)
+    # the inputs are checked first, then the metadata
+    good_topics = tmp_path / "good.csv"
+    good_topics.write_text("topic\npersistent://public/default/a\n")
+    assert "cannot read" in run(f"file:{tmp_path / 'missing.json'}", good_topics, zones)
+    assert "neither zk:" in run("http://x", good_topics, zones)
     bad_zones = tmp_path / "bad.csv"
     bad_zones.write_text("dc\n")
     assert "bad.csv:1: expected zone,listener[,tls]" in run(f"file:{snapshot}", topics, bad_zones)

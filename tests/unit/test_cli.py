@@ -41,6 +41,52 @@ def test_check_config_prints_the_socket_table(
     assert rows[-1][:5] == ["127.0.0.1:6651", "pulsar+ssl", "external", "yes", "entry"]
 
 
+def test_check_config_prints_the_client_routes_only_when_set(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    conf = tmp_path / "g.conf"
+    plain = (
+        "metadataStoreUrl=file:/tmp/x.json\n"
+        "advertisedListeners=internal:pulsar://10.0.0.1:6650,office:pulsar://gw:6650,"
+        "partner:pulsar+ssl://p:6651\n"
+        "bindAddresses=office:pulsar://127.0.0.1:6652\n"
+    )
+    conf.write_text(plain)
+    assert main(["check-config", "--config", str(conf), "--no-host-checks"]) == 0
+    out = capsys.readouterr().out
+    assert "trusted proxies" not in out and "SNI NAMES" not in out
+    conf.write_text(
+        plain + "listener.office.clientCidrs=10.0.0.0/8, 192.168.0.0/16\n"
+        "listener.office.proxyProtocol=true\n"
+        "listener.partner.sniHostnames=lookup.partner.example.com,*.partner.example.com\n"
+        "trustedProxyCidrs=127.0.0.1/32,10.9.0.0/16\n"
+    )
+    assert main(["check-config", "--config", str(conf), "--no-host-checks"]) == 0
+    out = capsys.readouterr().out
+    rows = [line.split() for line in out.splitlines()]
+    assert ["LISTENER", "SNI", "NAMES", "CLIENT", "CIDRS", "PROXY", "PROTOCOL"] in rows
+    assert ["office", "-", "10.0.0.0/8,192.168.0.0/16", "yes"] in rows
+    partner = "lookup.partner.example.com,*.partner.example.com"
+    assert ["partner", partner, "-", "no"] in rows
+    assert ["trusted", "proxies", "127.0.0.1/32", "10.9.0.0/16"] in rows
+    assert not any(row[:1] == ["internal"] and len(row) == 4 for row in rows)
+
+
+def test_check_config_shows_trusted_proxies_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """trustedProxyCidrs without any listener rule (forwarded headers only feed the logs)."""
+    conf = tmp_path / "g.conf"
+    conf.write_text(
+        "metadataStoreUrl=file:/tmp/x.json\nadvertisedListeners=internal:pulsar://h:6650\n"
+        "trustedProxyCidrs=10.9.0.0/16\n"
+    )
+    assert main(["check-config", "--config", str(conf), "--no-host-checks"]) == 0
+    out = capsys.readouterr().out
+    assert "trusted proxies    10.9.0.0/16" in out
+    assert "SNI NAMES" not in out
+
+
 def test_check_config_prints_every_error_and_exits_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from lookup.selection import ChoiceSource, ListenerChoice, choose_listener
+from lookup.selection import ChoiceSource, ClientRoutes, ListenerChoice, choose_listener
 
 E, H, S = ChoiceSource.EXPLICIT, ChoiceSource.HEADER, ChoiceSource.SOCKET
 INT = ChoiceSource.INTERNAL
@@ -42,3 +42,112 @@ async def test_metric_labels_use_only_declared_listener_names() -> None:
     assert service._label("random-name-from-a-client") == UNDECLARED
     assert service._label(None) == ""
     assert LookupService(FileSource("unused.json"))._label("anything") == "anything"
+
+
+# --- client location: TLS server name and client network (issue 15) ----------------------------
+
+SNI, NET = ChoiceSource.SNI, ChoiceSource.NETWORK
+ROUTES = ClientRoutes.build(
+    {"edge": ["edge.example.com", "*.edge.example.com"], "dmz": ["*.example.com"]},
+    {
+        "office": ["10.0.0.0/8", "2001:db8::/32"],
+        "lab": ["10.20.0.0/16"],
+        "host": ["10.20.30.40"],
+        "internal": ["127.0.0.0/8"],
+    },
+)
+
+
+@pytest.mark.parametrize(
+    ("explicit", "header", "sni", "address", "expected"),
+    [
+        # each rule wins over every rule below it
+        ("x", "hdr", "edge.example.com", "10.1.2.3", ListenerChoice("x", E)),
+        (None, "hdr", "edge.example.com", "10.1.2.3", ListenerChoice("hdr", H)),
+        (None, None, "edge.example.com", "10.1.2.3", ListenerChoice("edge", SNI)),
+        (None, None, "unknown.test", "10.1.2.3", ListenerChoice("office", NET)),
+        (None, None, None, "192.0.2.1", ListenerChoice("sock", S)),
+        (None, None, None, None, ListenerChoice("sock", S)),
+        # server names: case-insensitive, trailing dot, exact beats wildcard, longest suffix
+        (None, None, "EDGE.Example.COM.", None, ListenerChoice("edge", SNI)),
+        (None, None, "a.b.edge.example.com", None, ListenerChoice("edge", SNI)),
+        (None, None, "www.example.com", None, ListenerChoice("dmz", SNI)),
+        (None, None, "example.com", None, ListenerChoice("sock", S)),  # *.x is not x
+        (None, None, "badexample.com", None, ListenerChoice("sock", S)),
+        # networks: the most specific prefix across listeners wins
+        (None, None, None, "10.20.30.40", ListenerChoice("host", NET)),
+        (None, None, None, "10.20.30.41", ListenerChoice("lab", NET)),
+        (None, None, None, "10.21.0.1", ListenerChoice("office", NET)),
+        (None, None, None, "2001:db8::7", ListenerChoice("office", NET)),
+        (None, None, None, "::ffff:10.20.30.40", ListenerChoice("host", NET)),  # dual-stack
+        (None, None, None, "127.0.0.5", ListenerChoice("internal", NET, internal=True)),
+        (None, None, None, "not-an-address", ListenerChoice("sock", S)),
+    ],
+)
+def test_precedence_with_location(
+    explicit: str | None,
+    header: str | None,
+    sni: str | None,
+    address: str | None,
+    expected: ListenerChoice,
+) -> None:
+    choice = choose_listener(
+        explicit=explicit,
+        header=header,
+        server_name=sni,
+        client_address=address,
+        socket_listener="sock",
+        internal_listener="internal",
+        routes=ROUTES,
+    )
+    assert choice == expected
+
+
+def test_inferred_listener_the_socket_does_not_permit_is_passed_over() -> None:
+    def chosen(allowed: frozenset[str] | None, sni: str | None, address: str) -> ListenerChoice:
+        return choose_listener(
+            server_name=sni,
+            client_address=address,
+            socket_listener="sock",
+            internal_listener="internal",
+            routes=ROUTES,
+            allowed=allowed,
+        )
+
+    assert chosen(frozenset({"office"}), "edge.example.com", "10.1.1.1") == ListenerChoice(
+        "office", NET
+    )
+    assert chosen(frozenset(), "edge.example.com", "10.1.1.1") == ListenerChoice("sock", S)
+    assert chosen(None, "edge.example.com", "10.1.1.1") == ListenerChoice("edge", SNI)
+
+
+def test_without_routes_location_is_ignored() -> None:
+    choice = choose_listener(
+        server_name="edge.example.com", client_address="10.1.1.1", socket_listener="sock"
+    )
+    assert choice == ListenerChoice("sock", S)
+
+
+@pytest.mark.parametrize(
+    ("sni", "cidrs", "message"),
+    [
+        ({"a": ["x.test"], "b": ["X.test."]}, {}, "server name 'x.test' is also a's"),
+        ({}, {"a": ["10.0.0.0/8"], "b": ["10.0.0.0/8"]}, "10.0.0.0/8 is also a's"),
+        ({}, {"a": ["10.1.0.0/8"]}, "has host bits set; did you mean 10.0.0.0/8"),
+        ({}, {"a": ["10.0.0.0/33"]}, "is not an IPv4 or IPv6 CIDR"),
+        ({"a": ["*"]}, {}, "is not a host name"),
+        ({"a": ["a.*.test"]}, {}, "is not a host name"),
+        ({"a": ["bad_name.test"]}, {}, "is not a host name"),
+    ],
+)
+def test_routes_refuse_ambiguous_or_malformed_rules(
+    sni: dict[str, list[str]], cidrs: dict[str, list[str]], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message.replace(".", r"\.").replace("*", r"\*")):
+        ClientRoutes.build(sni, cidrs)
+
+
+def test_the_same_rule_twice_for_one_listener_is_harmless() -> None:
+    routes = ClientRoutes.build({"a": ["x.test", "x.test"]}, {"a": ["10.0.0.0/8", "10.0.0.0/8"]})
+    assert routes.by_server_name("x.test") == "a"
+    assert routes.by_address("10.9.9.9") == "a"
