@@ -5,7 +5,15 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = ("zk_cache", "binary_lookup", "http_lookup", "tls_handshake", "zones", "workers")
+BENCHMARKS = (
+    "zk_cache",
+    "binary_lookup",
+    "http_lookup",
+    "tls_handshake",
+    "zones",
+    "workers",
+    "client_location",
+)
 
 
 def main(argv: list[str]) -> int:

@@ -37,11 +37,32 @@ from listeners.endpoints import Endpoint, Scheme
 from listeners.protocol import codec
 from listeners.protocol.codec import BaseCommand, LookupType
 from listeners.socket_table import SocketSpec
+from lookup.networks import NetworkTable, parse_cidr
+from lookup.selection import ClientRoutes
 from lookup.service import LookupService
 from metadata_store.file import FileSource
 
 HOST = "127.0.0.1"
 _HEADER = struct.Struct(">I")
+#: The servers a run can measure: the gateway, the gateway that locates its clients (PROXY v2
+#: header from a trusted balancer, 64 client networks to match), and the pre-encoded baseline.
+KINDS = ("gateway", "located", "baseline")
+
+
+def located_routes(networks: int = 64) -> ClientRoutes:
+    """`networks` /24s of 10.x, each choosing the external listener (the last one holds the
+    address the load generator's PROXY headers give, so matching walks the whole table)."""
+    cidrs = [f"10.{i // 256}.{i % 256}.0/24" for i in range(networks)]
+    return ClientRoutes.build({}, {"external": cidrs})
+
+
+def proxy_v2_header(client: str, port: int) -> bytes:
+    """The PROXY v2 header a balancer writes for a TCP4 client (to 127.0.0.1:6650)."""
+    from ipaddress import IPv4Address
+
+    body = IPv4Address(client).packed + IPv4Address(HOST).packed + struct.pack(">HH", port, 6650)
+    signature = b"\r\n\r\n\x00\r\nQUIT\n"
+    return signature + struct.pack(">BBH", 0x21, 0x11, len(body)) + body
 
 
 # --- the cluster and the servers (child processes) ---------------------------------------------
@@ -97,14 +118,27 @@ async def _serve_async(kind: str, snapshot: str, pipe: Connection, profile: str 
     loop = asyncio.get_running_loop()
     stop = loop.create_future()
     source: FileSource | None = None
-    if kind == "gateway":
+    if kind in ("gateway", "located"):
         source = FileSource(snapshot, poll_interval=3600)
         await source.start()
-        spec = SocketSpec(Endpoint(Scheme.PULSAR, HOST, 0), "external", "bench")
+        located = kind == "located"
+        # Both answer for the external listener: the plain gateway by its socket's tag, the
+        # located one by the client network its PROXY headers give.
+        listener = "internal" if located else "external"
+        spec = SocketSpec(Endpoint(Scheme.PULSAR, HOST, 0), listener, "bench")
         server = BinaryServer(
             spec,
-            LookupService(source, internal_listener="internal"),
-            BinarySettings(keep_alive_interval=0, handshake_timeout=30),
+            LookupService(
+                source,
+                internal_listener="internal",
+                routes=located_routes() if located else ClientRoutes(),
+            ),
+            BinarySettings(
+                keep_alive_interval=0,
+                handshake_timeout=30,
+                proxy_protocol=located,
+                trusted_proxies=NetworkTable.build([(parse_cidr("127.0.0.0/8"), True)]),
+            ),
         )
         await server.start()
         port = server.port
@@ -141,7 +175,7 @@ async def _serve_async(kind: str, snapshot: str, pipe: Connection, profile: str 
     pipe.send(port)
     await stop
     loop.remove_reader(pipe.fileno())
-    if kind == "gateway":
+    if kind != "baseline":
         await server.stop(timeout=5)
         assert source is not None
         await source.close()
@@ -166,7 +200,11 @@ class Tally:
 class _LoadConnection(asyncio.Protocol):
     """Keeps ``depth`` lookups in flight; answers come back in order on one connection."""
 
-    def __init__(self, requests: list[bytes], offset: int, depth: int, tally: Tally) -> None:
+    def __init__(
+        self, requests: list[bytes], offset: int, depth: int, tally: Tally, preamble: bytes = b""
+    ) -> None:
+        """`preamble`: bytes sent before CONNECT (a PROXY header)."""
+        self._preamble = preamble
         self._requests = requests
         self._next = offset
         self._depth = depth
@@ -179,7 +217,7 @@ class _LoadConnection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)  # uvloop's do not subclass it
-        self._transport.write(codec.connect("bench", 21))
+        self._transport.write(self._preamble + codec.connect("bench", 21))
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.connected.done():
@@ -249,6 +287,7 @@ async def _measure(
     args: argparse.Namespace,
     profile: str | None,
 ) -> Result:
+    preamble = proxy_v2_header("10.0.63.9", 40000) if kind == "located" else b""
     context = multiprocessing.get_context("spawn")
     parent, child = context.Pipe()
     process = context.Process(
@@ -265,7 +304,9 @@ async def _measure(
         for c in range(args.connections):
             offset = c * len(requests) // args.connections
             _, conn = await loop.create_connection(
-                functools.partial(_LoadConnection, requests, offset, args.depth, tally), HOST, port
+                functools.partial(_LoadConnection, requests, offset, args.depth, tally, preamble),
+                HOST,
+                port,
             )
             connections.append(conn)
         await asyncio.wait_for(asyncio.gather(*(c.connected for c in connections)), 30)
@@ -304,7 +345,7 @@ async def run(args: argparse.Namespace) -> list[Result]:
         topics = cluster_snapshot(snapshot)
         requests = [codec.lookup(topic, i + 1) for i, topic in enumerate(topics)]
         results = []
-        for kind in ("gateway", "baseline"):
+        for kind in args.kinds:
             profile = args.profile if kind == "gateway" else None
             results.append(await _measure(kind, snapshot, requests, args, profile))
         return results
@@ -323,14 +364,20 @@ def table(results: list[Result], args: argparse.Namespace) -> str:
             f"{r.p99_ms:.2f} | {r.cpu_us_per_lookup:.1f} | {r.client_cpu_us_per_lookup:.1f} |"
         )
     by_name = {r.server: r for r in results}
-    gateway, baseline = by_name["gateway"], by_name["baseline"]
-    throughput = gateway.lookups_per_second / baseline.lookups_per_second
-    rows.append(
-        f"| **gateway / baseline** | | **{throughput:.2f}** | "
-        f"{gateway.p50_ms / baseline.p50_ms:.2f} | {gateway.p99_ms / baseline.p99_ms:.2f} | "
-        f"{gateway.cpu_us_per_lookup / baseline.cpu_us_per_lookup:.2f} | |"
-    )
+    pairs = [("gateway", "baseline"), ("located", "baseline"), ("located", "gateway")]
+    for name, base in pairs:
+        if name in by_name and base in by_name:
+            rows.append(_ratio_row(by_name[name], by_name[base]))
     return "\n".join(rows)
+
+
+def _ratio_row(server: Result, base: Result) -> str:
+    throughput = server.lookups_per_second / base.lookups_per_second
+    return (
+        f"| **{server.server} / {base.server}** | | **{throughput:.2f}** | "
+        f"{server.p50_ms / base.p50_ms:.2f} | {server.p99_ms / base.p99_ms:.2f} | "
+        f"{server.cpu_us_per_lookup / base.cpu_us_per_lookup:.2f} | |"
+    )
 
 
 def _profile_summary(path: str, lines: int = 25) -> str:
@@ -347,6 +394,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--duration", type=float, default=5.0, help="seconds measured per server")
     parser.add_argument("--warmup", type=float, default=1.0)
     parser.add_argument("--profile", metavar="FILE", help="cProfile the gateway into FILE")
+    parser.add_argument(
+        "--kinds", nargs="+", choices=KINDS, default=["gateway", "baseline"], help="servers to run"
+    )
     parser.add_argument(
         "--loop", choices=("asyncio", "uvloop"), default="asyncio", help="the servers' event loop"
     )
