@@ -18,6 +18,19 @@ EXE = str(Path(sys.executable).with_name("pulsar-lookup-gateway"))
 LISTENING = re.compile(r"listening on (\S+) listener=(\S+) tls=(\S+)")
 
 
+def write_config(path: Path, metadata: str) -> Path:
+    """A config with listeners internal (127.0.0.1) and external (127.0.0.2), each with a binary
+    and an HTTP socket on a free port."""
+    path.write_text(
+        f"metadataStoreUrl={metadata}\n"
+        "advertisedListeners=internal:pulsar://127.0.0.1:6650,external:pulsar://127.0.0.2:6650\n"
+        "bindAddresses=internal:pulsar://127.0.0.1:0,external:pulsar://127.0.0.2:0,"
+        "internal:http://127.0.0.1:0,external:http://127.0.0.2:0\n"
+        "brokerServicePort=\nwebServicePort=\n"
+    )
+    return path
+
+
 class Running:
     """A gateway process; waits (bounded) until every socket logged its address."""
 

@@ -10,20 +10,9 @@ from pathlib import Path
 import pytest
 
 from metadata_store.embedded_zookeeper import free_port
-from tests.processes import DEMO, EXE, Running
+from tests.processes import DEMO, EXE, Running, write_config
 
 TOPIC = "persistent/public/default/orders-partition-1"
-
-
-def write_config(path: Path, metadata: str) -> Path:
-    path.write_text(
-        f"metadataStoreUrl={metadata}\n"
-        "advertisedListeners=internal:pulsar://127.0.0.1:6650,external:pulsar://127.0.0.2:6650\n"
-        "bindAddresses=internal:pulsar://127.0.0.1:0,external:pulsar://127.0.0.2:0,"
-        "internal:http://127.0.0.1:0,external:http://127.0.0.2:0\n"
-        "brokerServicePort=\nwebServicePort=\n"
-    )
-    return path
 
 
 def test_run_serves_each_listener_and_stops_on_sigterm(tmp_path: Path) -> None:

@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from gateway.version import gateway_version
-from tests.integration.test_gateway_process import write_config
-from tests.processes import DEMO, EXE, Running
+from tests.processes import DEMO, EXE, Running, write_config
 
 OWNED = "persistent/public/default/orders-partition-1"
 MISSING_NAMESPACE = "persistent/public/no-such-ns/t"
