@@ -36,11 +36,12 @@ zookeeper:
 	fi
 
 # The neighbours the tests start: nginx (ingress: header injection, forwarded headers, PROXY
-# protocol), HAProxy (PROXY v2, SNI routing), Prometheus and promtool (scrapes, alert-rule tests);
+# protocol through its stream module), HAProxy (PROXY v2, SNI routing), Prometheus and promtool (scrapes, alert-rule tests);
 # wrk is the HTTP benchmark's load.
 tools:
 	@missing=""; \
 	[ -x /usr/sbin/nginx ] || missing="nginx-light"; \
+	[ -f /usr/lib/nginx/modules/ngx_stream_module.so ] || missing="$$missing libnginx-mod-stream"; \
 	[ -x /usr/sbin/haproxy ] || missing="$$missing haproxy"; \
 	command -v prometheus >/dev/null || missing="$$missing prometheus"; \
 	command -v wrk >/dev/null || missing="$$missing wrk"; \

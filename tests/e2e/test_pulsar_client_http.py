@@ -12,8 +12,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import shutil
-import subprocess
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -30,7 +28,9 @@ from lookup.service import LookupService
 from metadata_store.embedded_zookeeper import free_port
 from metadata_store.file import FileSource
 from metadata_store.synthetic import FOUR_BUNDLES, topic_in_range
+from tests import neighbours
 from tests.broker_peer import BrokerPeer
+from tests.neighbours import nginx_binary
 
 pulsar = pytest.importorskip("pulsar")
 
@@ -205,85 +205,25 @@ async def test_client_follows_the_307_to_the_owner(deployment: Deployment) -> No
 
 # -- nginx in front, injecting X-Pulsar-ListenerName (the Istio / ingress pattern) --------------
 
-NGINX_CONF = """
-daemon off;
-master_process off;
-pid {dir}/nginx.pid;
-error_log {dir}/error.log warn;
-events {{ worker_connections 64; }}
-http {{
-    access_log off;
-    client_body_temp_path {dir}/client_body;
-    proxy_temp_path {dir}/proxy;
-    fastcgi_temp_path {dir}/fastcgi;
-    uwsgi_temp_path {dir}/uwsgi;
-    scgi_temp_path {dir}/scgi;
-    server {{
-        listen 127.0.0.1:{port};
-        location / {{
-            proxy_pass http://127.0.0.1:{upstream};
-            proxy_set_header X-Pulsar-ListenerName external;
-        }}
+NGINX_SERVER = """
+server {{
+    listen 127.0.0.1:{port};
+    location / {{
+        proxy_pass http://127.0.0.1:{upstream};
+        proxy_set_header X-Pulsar-ListenerName external;
     }}
 }}
 """
 
 
-async def _accepting(port: int) -> bool:
-    try:
-        _, writer = await asyncio.open_connection("127.0.0.1", port)
-    except OSError:
-        return False
-    writer.close()
-    return True
-
-
 @pytest.fixture
-def nginx_binary() -> str:
-    binary = shutil.which("nginx") or shutil.which("/usr/sbin/nginx")
-    if binary is None:
-        pytest.skip("nginx is not installed (Debian package 'nginx'; `make install` adds it)")
-    return binary
-
-
-@pytest.fixture
-async def nginx(nginx_binary: str, deployment: Deployment, tmp_path: Path) -> AsyncIterator[int]:
+async def nginx(deployment: Deployment, tmp_path: Path) -> AsyncIterator[int]:
     """nginx on 127.0.0.1 in front of the entry gateway's untagged socket; yields its port."""
-    directory = tmp_path / "nginx"
-    directory.mkdir()
+    nginx_binary()
     port = free_port()
-    conf = directory / "nginx.conf"
-    conf.write_text(NGINX_CONF.format(dir=directory, port=port, upstream=deployment.untagged.port))
-    process = subprocess.Popen(
-        [nginx_binary, "-p", str(directory), "-c", str(conf), "-e", str(directory / "error.log")],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        for _ in range(200):
-            if await _accepting(port):
-                break
-            if process.poll() is not None:
-                _, err = process.communicate(timeout=5)
-                pytest.fail(f"nginx exited with {process.returncode}: {err.decode()[-2000:]}")
-            await asyncio.sleep(0.05)
-        else:
-            pytest.fail("nginx did not start accepting connections in 10 s")
+    server = NGINX_SERVER.format(port=port, upstream=deployment.untagged.port)
+    async with neighbours.nginx(tmp_path / "nginx", [port], http=server):
         yield port
-    finally:
-        _stop(process)
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
-    if process.stderr is not None:
-        process.stderr.close()
 
 
 async def test_nginx_injecting_the_header_gets_the_external_broker(
