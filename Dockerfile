@@ -36,7 +36,8 @@ RUN groupadd --system --gid 10001 pulsar-gateway \
     && useradd --system --uid 10001 --gid pulsar-gateway --no-create-home \
        --home-dir /nonexistent --shell /usr/sbin/nologin pulsar-gateway
 COPY --from=builder /opt/venv /opt/venv
-# A default config (the documented example); mount your own over it.
+# A default config (the documented example, configs/gateway.conf); mount your own over it, with
+# its TLS and token files (deploy/kubernetes puts them under /etc/pulsar-lookup-gateway/).
 COPY configs/gateway.conf /etc/pulsar-lookup-gateway/gateway.conf
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
@@ -45,8 +46,9 @@ ENV PATH=/opt/venv/bin:$PATH \
 # and 6651 (external, TLS), HTTP 8080 (internal) and 8443 (external, TLS).
 EXPOSE 6650 6651 8080 8443
 USER 10001:10001
-# Liveness on the internal HTTP socket (slim has no curl).
+# Liveness on the internal HTTP socket (slim has no curl); /health needs no credentials.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/health', timeout=4)"]
 STOPSIGNAL SIGTERM
+# More options go after the image name: docker run ... pulsar-lookup-gateway --workers 2
 ENTRYPOINT ["pulsar-lookup-gateway", "run", "--config", "/etc/pulsar-lookup-gateway/gateway.conf"]

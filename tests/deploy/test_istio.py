@@ -1,0 +1,96 @@
+"""deploy/istio: the shape of what the gateway relies on (kubernetes-validate has no Istio CRDs):
+each ingress gateway's VirtualService sets X-Pulsar-ListenerName to one listener and routes to
+that listener's Service and port."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.deploy.artefacts import DEPLOY, configmap_config, kubernetes_objects, yaml_documents
+
+ISTIO = DEPLOY / "istio" / "pulsar-lookup-gateway.yaml"
+HEADER = "X-Pulsar-ListenerName"
+LISTENER_ANNOTATION = "pulsar-lookup-gateway/listener"
+
+
+def istio(kind: str) -> list[dict[str, Any]]:
+    docs = yaml_documents(ISTIO)
+    for doc in docs:
+        assert doc["apiVersion"] == "networking.istio.io/v1", doc["metadata"]
+        assert set(doc) == {"apiVersion", "kind", "metadata", "spec"}, doc["metadata"]
+    return [doc for doc in docs if doc["kind"] == kind]
+
+
+def services() -> dict[str, dict[str, Any]]:
+    """The Services of deploy/kubernetes by cluster DNS name."""
+    found = {}
+    for _, obj in kubernetes_objects():
+        if obj["kind"] == "Service":
+            meta = obj["metadata"]
+            found[f"{meta['name']}.{meta['namespace']}.svc.cluster.local"] = obj
+    return found
+
+
+def test_only_known_kinds() -> None:
+    kinds = {doc["kind"] for doc in yaml_documents(ISTIO)}
+    assert kinds == {"Gateway", "VirtualService", "DestinationRule"}
+
+
+def test_each_virtual_service_names_its_gateways_listener_and_routes_to_that_listener() -> None:
+    gateways = {
+        f"{g['metadata']['namespace']}/{g['metadata']['name']}": g for g in istio("Gateway")
+    }
+    declared = {listener.name for listener in configmap_config().advertised_listeners}
+    by_gateway: dict[str, set[str]] = {}
+    for vs in istio("VirtualService"):
+        spec = vs["spec"]
+        name = vs["metadata"]["name"]
+        assert spec["gateways"], name
+        for gateway in spec["gateways"]:
+            assert gateway in gateways, f"{name}: no Gateway {gateway}"
+            served_hosts = {h for s in gateways[gateway]["spec"]["servers"] for h in s["hosts"]}
+            assert set(spec["hosts"]) <= served_hosts, name
+        assert spec["http"], name
+        for route in spec["http"]:
+            set_headers = route["headers"]["request"]["set"]
+            listener = set_headers[HEADER]  # set (not add): a client's own value is replaced
+            assert listener in declared, f"{name}: listener {listener} is not in the config"
+            (destination,) = route["route"]
+            host = destination["destination"]["host"]
+            service = services().get(host)
+            assert service is not None, f"{name}: no Service {host} in deploy/kubernetes"
+            # The header names the listener of the socket the route ends on.
+            assert service["metadata"]["annotations"][LISTENER_ANNOTATION] == listener, name
+            port = destination["destination"]["port"]["number"]
+            assert port in [p["port"] for p in service["spec"]["ports"]], name
+            # Only the lookup routes leave the mesh's edge (no /metrics, no listener table).
+            for match in route["match"]:
+                uri = match["uri"]
+                assert uri.get("prefix", "").startswith("/lookup/v2/topic/") or (
+                    uri.get("regex", "").endswith("/partitions$")
+                ), uri
+            for gateway in spec["gateways"]:
+                by_gateway.setdefault(gateway, set()).add(listener)
+    # Every ingress gateway is routed, each to one listener, a different one for each.
+    assert set(by_gateway) == set(gateways)
+    assert all(len(listeners) == 1 for listeners in by_gateway.values()), by_gateway
+    chosen = [next(iter(listeners)) for listeners in by_gateway.values()]
+    assert len(set(chosen)) == len(chosen), by_gateway
+
+
+def test_tls_to_the_external_socket_is_originated_and_checked() -> None:
+    routes = [
+        route["route"][0]["destination"]
+        for vs in istio("VirtualService")
+        for route in vs["spec"]["http"]
+    ]
+    rules = {rule["spec"]["host"]: rule for rule in istio("DestinationRule")}
+    for destination in routes:
+        service = services()[destination["host"]]
+        (port,) = [
+            p for p in service["spec"]["ports"] if p["port"] == destination["port"]["number"]
+        ]
+        if port["appProtocol"] == "https":  # a TLS socket: the mesh must speak TLS to it
+            settings = rules[destination["host"]]["spec"]["trafficPolicy"]["portLevelSettings"]
+            (tls,) = [s["tls"] for s in settings if s["port"]["number"] == port["port"]]
+            assert tls["mode"] == "SIMPLE" and tls["credentialName"], tls
