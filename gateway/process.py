@@ -18,12 +18,14 @@ from http_api.app import build_app
 from http_api.server import HttpServer
 from listeners.auth import Authenticator
 from listeners.binary_server import BinaryServer, BinarySettings
+from listeners.broker_link import BrokerLink, LinkSettings
 from listeners.config import GatewayConfig
 from listeners.log_throttle import LogThrottle
 from listeners.socket_table import SocketSpec
 from lookup.authorization import LookupAuthorizer
 from lookup.service import LookupService
 from lookup.source import MetadataSource
+from lookup.topic_list import TopicLister
 from metadata_store.open import open_source
 from tls.metrics import TlsMetrics
 from tls.reload import GatewayTls
@@ -55,7 +57,9 @@ class Gateway:
         self.reuse_port = reuse_port  # SO_REUSEPORT on every socket (`run --workers N`)
         # aiohttp's access log (`--access-log`): one line per HTTP request, on `aiohttp.access`.
         self.access_log = logging.getLogger(ACCESS_LOGGER) if access_log else None
-        self.source = source or open_source(config.metadata_store_url)
+        self.source = source or open_source(
+            config.metadata_store_url, configuration=config.configuration_metadata_store_url
+        )
         self.service = LookupService(
             self.source,
             policy=config.resolve_policy(),
@@ -70,6 +74,16 @@ class Gateway:
             routes=config.client_routes(),
         )
         self.service.metrics.set_build_info(gateway_version())
+        # Topic lists and partitioned metadata as the broker answers them; what only a broker
+        # can answer goes over the broker link (Pulsar's proxy keys).
+        self.service.configure_topics(
+            config.auto_creation(),
+            TopicLister(
+                pattern_max_length=config.subscription_pattern_max_length,
+                evaluate_patterns=config.enable_broker_side_subscription_pattern_evaluation,
+            ),
+        )
+        self.broker_link = BrokerLink(self.service, LinkSettings.from_config(config))
         self._metrics_refresh: asyncio.Task[None] | None = None
         self.servers: list[tuple[SocketSpec, Server]] = []
         # Authentication: providers and keys are loaded by start().
@@ -92,6 +106,14 @@ class Gateway:
             self.authenticator = await asyncio.to_thread(
                 Authenticator.from_config, self.config, registry=self.service.metrics.registry
             )
+        if self.config.cluster_name is None:
+            log.warning(
+                "clusterName is not set: geo-replication checks are skipped (a namespace "
+                "another cluster serves is looked up here)"
+            )
+        else:
+            cluster = self.config.cluster_name
+            log.info("clusterName=%s: namespaces it does not serve go to a peer or fail", cluster)
         await self.source.start()
         try:
             for spec in specs:
@@ -120,7 +142,12 @@ class Gateway:
             if self.reuse_port:
                 settings = dataclasses.replace(settings, reuse_port=True)
             return BinaryServer(
-                spec, self.service, settings, ssl_context=context, authenticator=self.authenticator
+                spec,
+                self.service,
+                settings,
+                ssl_context=context,
+                authenticator=self.authenticator,
+                broker_link=self.broker_link,
             )
         app = build_app(
             self.service,
@@ -129,6 +156,7 @@ class Gateway:
             authenticator=self.authenticator,
             super_users=self.config.super_user_roles,
             trusted_proxies=self.config.trusted_proxies(),
+            broker_link=self.broker_link,
         )
         return HttpServer(
             spec,
@@ -186,6 +214,7 @@ class Gateway:
         for (spec, _server), result in zip(servers, results, strict=True):
             if isinstance(result, BaseException):
                 log.error("stopping %s failed: %r", spec.endpoint.url, result)
+        await self.broker_link.close()
         await self.source.close()
 
 

@@ -36,8 +36,9 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from http_api.errors import failure_response, json_error
+from http_api.errors import broker_error_response, failure_response, json_error
 from http_api.openapi import OPENAPI
+from http_api.schemas import schema_json, version_bytes
 from http_api.server import client_of
 from listeners.auth import (
     AuthenticationFailed,
@@ -47,8 +48,12 @@ from listeners.auth import (
     not_authenticated,
     verified_peer_certificate,
 )
+from listeners.broker_link import ANONYMOUS, BrokerLink, Principal
 from listeners.client_origin import AddressSource, ClientOrigin
 from listeners.forwarded import forwarded_for
+from listeners.protocol.codec import BaseCommand
+from listeners.protocol.pulsar_api_pb2 import CommandGetTopicsOfNamespace
+from lookup.auto_creation import Partitions, TopicNotFound, topic_not_found
 from lookup.errors import FailureKind, LookupFailure
 from lookup.networks import NetworkTable, parse_address
 from lookup.resolve import BrokerUrls, LookupAnswer, ResponseKind
@@ -64,6 +69,15 @@ _SEGMENT = r"[^/]+"
 _TOPIC_PATH = (
     f"{{domain:{_SEGMENT}}}/{{tenant:{_SEGMENT}}}/{{namespace:{_SEGMENT}}}/{{topic:{_SEGMENT}}}"
 )
+_NAMESPACE_TOPICS = f"/admin/v2/namespaces/{{tenant:{_SEGMENT}}}/{{namespace:{_SEGMENT}}}/topics"
+_SCHEMA_PATH = (
+    f"/admin/v2/schemas/{{tenant:{_SEGMENT}}}/{{namespace:{_SEGMENT}}}/{{topic:{_SEGMENT}}}/schema"
+)
+_MODES = {
+    "PERSISTENT": CommandGetTopicsOfNamespace.PERSISTENT,
+    "NON_PERSISTENT": CommandGetTopicsOfNamespace.NON_PERSISTENT,
+    "ALL": CommandGetTopicsOfNamespace.ALL,
+}
 
 # Pure functions of their arguments, cached: parsing the path and encoding LookupData are a good
 # part of a lookup's cost. Bounded, so arbitrary paths cannot grow them.
@@ -82,6 +96,7 @@ def build_app(
     authenticator: Authenticator | None = None,
     super_users: Collection[str] = (),
     trusted_proxies: NetworkTable[bool] | None = None,
+    broker_link: BrokerLink | None = None,
 ) -> web.Application:
     """The application for one socket; `listener` is the listener that socket is tagged with.
     `authenticator`: who must authenticate, and how (None: nobody, any listener name);
@@ -91,6 +106,7 @@ def build_app(
         service, listener, listener_table, authenticator or Authenticator(), super_users
     )
     routes.trusted_proxies = trusted_proxies or NetworkTable()
+    routes.broker_link = broker_link  # None: requests only a broker can answer fail (503)
     # No middleware: aiohttp adds a layer of its own to every request once there is one, and a
     # lookup is cheap enough for that to show. Topic routes answer their failures themselves
     # (mapped in http_api.errors); anything else ends in the catch-all route below.
@@ -100,6 +116,9 @@ def build_app(
             web.get(f"/lookup/v2/topic/{_TOPIC_PATH}", routes.lookup),
             web.get(f"/lookup/v2/topic/{_TOPIC_PATH}/bundle", routes.bundle),
             web.get(f"/admin/v2/{_TOPIC_PATH}/partitions", routes.partitions),
+            web.get(_NAMESPACE_TOPICS, routes.namespace_topics),
+            web.get(_SCHEMA_PATH, routes.schema),
+            web.get(_SCHEMA_PATH + f"/{{version:{_SEGMENT}}}", routes.schema),
             web.get("/admin/v2/gateway/listeners", routes.listeners),
             web.get("/status.html", routes.status_page),
             web.get("/health", routes.health),
@@ -133,6 +152,7 @@ class _Routes:
         self.default_choice = service.choose(socket_listener=listener)
         self.located = bool(service.routes)  # server names or networks may choose instead
         self.trusted_proxies: NetworkTable[bool] = NetworkTable()
+        self.broker_link: BrokerLink | None = None
         self.catch_all: web.AbstractResource | None = None
 
     # -- Pulsar's REST routes -----------------------------------------------------------------
@@ -146,6 +166,10 @@ class _Routes:
             answer = await self.service.lookup(
                 topic, choice, protocol="http", role=role, client=client
             )
+            if answer.peer_cluster is None:  # (another cluster's topics are not in our store)
+                # As the broker's web service: after the namespace checks and authorization,
+                # a persistent topic that neither exists nor may be created is 404.
+                await self.service.check_lookup_allowed(topic)
             if answer.response is ResponseKind.CONNECT:
                 body = _lookup_body(answer.urls)
                 return web.Response(body=body, content_type="application/json", charset="utf-8")
@@ -163,13 +187,87 @@ class _Routes:
         return web.Response(text=bundle.name)
 
     async def partitions(self, request: web.Request) -> web.Response:
-        # checkAllowAutoCreation is accepted and ignored: the gateway never creates topics.
+        """The broker's rules (lookup.auto_creation): `checkAllowAutoCreation=true` lets a
+        missing topic be created where the cluster allows it (a partitioned one by a broker);
+        without it a missing topic is 404."""
         try:
             role = self._role(request)
-            partitions = await self.service.partitions(_topic(request, trailing=1), role=role)
+            topic = _topic(request, trailing=1)
+            creation = request.query.get("checkAllowAutoCreation", "").lower() == "true"
+            decision = await self.service.partition_metadata(
+                topic, client_creation=creation, role=role
+            )
+            if isinstance(decision, Partitions):
+                return web.json_response({"partitions": decision.count})
+            if isinstance(decision, TopicNotFound):
+                raise topic_not_found(topic)
+            answer = await self._link().partitioned_metadata(
+                topic.full,
+                auto_creation=decision.auto_creation,
+                principal=_principal(request, role),
+            )
         except LookupFailure as failure:
             return failure_response(failure)
-        return web.json_response({"partitions": partitions})
+        if answer.type == BaseCommand.PARTITIONED_METADATA_RESPONSE:
+            body = answer.partitionMetadataResponse
+            if not body.HasField("error") and body.response != body.Failed:
+                return web.json_response({"partitions": body.partitions})
+            return broker_error_response(body.error, body.message)
+        return broker_error_response(answer.error.error, answer.error.message)
+
+    async def namespace_topics(self, request: web.Request) -> web.Response:
+        """`GET /admin/v2/namespaces/{tenant}/{namespace}/topics?mode=`: the persistent topics
+        from the metadata store (system topics left out); other modes from a broker."""
+        mode_name = request.query.get("mode", "PERSISTENT").upper()
+        if mode_name not in _MODES:
+            return json_error(400, f"mode must be one of {', '.join(_MODES)}")
+        try:
+            role = self._role(request)
+            namespace = f"{request.match_info['tenant']}/{request.match_info['namespace']}"
+            if _MODES[mode_name] == CommandGetTopicsOfNamespace.PERSISTENT:
+                listing = await self.service.topics_of_namespace(
+                    namespace, role=role, must_exist=True
+                )
+                return web.json_response(list(listing.topics))
+            name = await self.service.namespace_access(namespace, role=role)
+            answer = await self._link().topics_of_namespace(
+                str(name), _MODES[mode_name], principal=_principal(request, role)
+            )
+        except LookupFailure as failure:
+            return failure_response(failure)
+        if answer.type == BaseCommand.GET_TOPICS_OF_NAMESPACE_RESPONSE:
+            return web.json_response(list(answer.getTopicsOfNamespaceResponse.topics))
+        return broker_error_response(answer.error.error, answer.error.message)
+
+    async def schema(self, request: web.Request) -> web.Response:
+        """`GET /admin/v2/schemas/{tenant}/{namespace}/{topic}/schema[/{version}]`, asked of
+        a broker over the binary protocol and shown as the broker's REST answer."""
+        try:
+            version = request.match_info.get("version")
+            raw = version_bytes(version) if version is not None else None
+        except ValueError as exc:
+            return json_error(400, printable(str(exc)))
+        try:
+            role = self._role(request)
+            topic = _schema_topic(request)
+            if role is not None:
+                await self.service.authorize(topic, role)
+            answer = await self._link().schema(topic.full, raw, principal=_principal(request, role))
+        except LookupFailure as failure:
+            return failure_response(failure)
+        if answer.type == BaseCommand.GET_SCHEMA_RESPONSE:
+            body = answer.getSchemaResponse
+            if body.HasField("error_code"):
+                return broker_error_response(body.error_code, body.error_message)
+            return web.json_response(schema_json(body))
+        return broker_error_response(answer.error.error, answer.error.message)
+
+    def _link(self) -> BrokerLink:
+        if self.broker_link is None:
+            raise LookupFailure(
+                FailureKind.BROKER_UNAVAILABLE, "this request needs a broker; none is configured"
+            )
+        return self.broker_link
 
     def _client(self, request: web.Request) -> tuple[ClientOrigin | None, str | None]:
         """Where the client is (its connection's origin, or what the X-Forwarded-For or
@@ -337,6 +435,25 @@ def _parse_topic_path(raw_path: str, trailing: int) -> TopicName:
     return TopicName.from_rest(domain, tenant, namespace, local)
 
 
+def _schema_topic(request: web.Request) -> TopicName:
+    """The topic of a schema route (`/admin/v2/schemas/<tenant>/<ns>/<topic>/schema...`, raw
+    segments decoded once, as topic routes are); schemas are of persistent topics."""
+    segments = request.rel_url.raw_path.split("/")
+    tenant, namespace, local = segments[4:7]
+    return TopicName.from_rest("persistent", tenant, namespace, local)
+
+
+def _principal(request: web.Request, role: str | None) -> Principal:
+    """Who a forwarded request is made for: the authenticated role, and its token (sent to the
+    broker only with forwardAuthorizationCredentials)."""
+    if role is None:
+        return ANONYMOUS
+    token = bearer_token(request.headers.get("Authorization"))
+    if token is None:
+        return Principal(role)
+    return Principal(role, "token", token.decode("ascii", errors="replace"))
+
+
 def lookup_data(urls: BrokerUrls) -> dict[str, str]:
     """Pulsar's LookupData: all six keys, always strings (the C++ client needs the keys)."""
     broker_url = urls.service_url or ""
@@ -359,13 +476,22 @@ def _lookup_body(urls: BrokerUrls) -> bytes:
 def redirect_location(answer: LookupAnswer, *, secure: bool) -> str:
     """Where a 307 sends the client: the target's lookup route, with `authoritative` and the
     chosen listener in the query (headers do not survive a redirect). A request that came over
-    TLS goes to the target's https URL when it has one.
+    TLS goes to the target's https URL only: when the target has none but a plain one, the
+    lookup fails as NO_TLS_REDIRECT (412, as Pulsar answers), never downgrading the client to
+    http://. A plain request goes to the http URL, else to the https one.
 
     `answer.urls` are the chosen listener's only; when the target has no web URL for it, the
     lookup fails as NO_BROKER (503, retriable: the target, or the listener's web URLs, may
     change), naming neither the target nor its other addresses."""
     urls = answer.urls
-    base = (urls.http_url_tls if secure else None) or urls.http_url or urls.http_url_tls
+    base = urls.http_url_tls if secure else (urls.http_url or urls.http_url_tls)
+    if secure and not base and urls.http_url:
+        listener = answer.listener.name or "internal"
+        raise LookupFailure(
+            FailureKind.NO_TLS_REDIRECT,
+            f"the broker for this lookup has no https URL on listener '{printable(listener)}'; "
+            "an https lookup is not redirected to http",
+        )
     if not base:
         listener = answer.listener.name or "internal"
         raise LookupFailure(

@@ -7,7 +7,8 @@ from types import MappingProxyType
 
 from aiohttp import web
 
-from lookup.errors import FailureKind, LookupFailure
+from lookup.errors import FailureKind, LookupFailure, ServerError
+from lookup.untrusted import printable
 
 # PIP-95: an unknown listener is the client's mistake (400), not the broker's (stable Pulsar
 # answers 500 by accident). Retriable conditions are 503, so clients and proxies retry them.
@@ -26,6 +27,19 @@ STATUS: Mapping[FailureKind, int] = MappingProxyType(
         FailureKind.NOT_AUTHENTICATED: 401,
         FailureKind.NOT_AUTHORIZED: 403,
         FailureKind.LISTENER_NOT_ALLOWED: 400,
+        # Geo-replication, as Pulsar's web service answers: a deleted namespace or a missing
+        # peer cluster is 404, a namespace the local cluster does not serve 412.
+        FailureKind.NAMESPACE_DELETED: 404,
+        FailureKind.PEER_CLUSTER_MISSING: 404,
+        FailureKind.NOT_IN_CLUSTER: 412,
+        FailureKind.OWNER_INACTIVE: 503,
+        FailureKind.BUNDLE_DELETED: 503,
+        # Pulsar answers 412 when a redirect target has no URL for the request's scheme.
+        FailureKind.NO_TLS_REDIRECT: 412,
+        # A missing topic where creation is off; a broker the gateway forwards to is not
+        # reachable (or busy), retriable.
+        FailureKind.TOPIC_NOT_FOUND: 404,
+        FailureKind.BROKER_UNAVAILABLE: 503,
     }
 )
 # RFC 6750 §3: a 401 names the scheme the client should use.
@@ -52,3 +66,25 @@ def failure_response(failure: LookupFailure) -> web.Response:
         else None
     )
     return json_error(status, failure.message, headers=headers)
+
+
+# A broker's ServerError (a request the gateway forwarded) as an HTTP status, as Pulsar's web
+# service answers the same conditions; anything else is 500.
+BROKER_ERROR_STATUS: Mapping[int, int] = MappingProxyType(
+    {
+        ServerError.TopicNotFound: 404,
+        ServerError.InvalidTopicName: 400,
+        ServerError.AuthenticationError: 401,
+        ServerError.AuthorizationError: 403,
+        ServerError.NotAllowedError: 405,
+        ServerError.TooManyRequests: 503,
+        ServerError.ServiceNotReady: 503,
+    }
+)
+
+
+def broker_error_response(code: int, message: str) -> web.Response:
+    """The answer to a forwarded request the broker refused (its code and message)."""
+    status = BROKER_ERROR_STATUS.get(code, 500)
+    reason = printable(message) or f"the broker refused the request (error {code})"
+    return json_error(status, reason, headers=_RETRY if status == 503 else None)

@@ -139,7 +139,11 @@ OPENAPI: dict[str, Any] = {
                         "name": "checkAllowAutoCreation",
                         "in": "query",
                         "required": False,
-                        "description": "accepted and ignored",
+                        "description": (
+                            "true: a missing topic may be created where the cluster allows it "
+                            "(allowAutoTopicCreation*, the namespace's override; a partitioned "
+                            "one by a broker); false (default): a missing topic is 404"
+                        ),
                         "schema": {"type": "boolean"},
                     },
                 ],
@@ -148,6 +152,63 @@ OPENAPI: dict[str, Any] = {
                         "partition count", {"$ref": "#/components/schemas/PartitionedTopicMetadata"}
                     ),
                     **_TOPIC_ERRORS,
+                    "404": _error("the namespace or the topic does not exist"),
+                },
+            }
+        },
+        "/admin/v2/namespaces/{tenant}/{namespace}/topics": {
+            "get": {
+                "summary": (
+                    "The namespace's topics: persistent ones from the metadata store (system "
+                    "topics left out), non-persistent ones (mode NON_PERSISTENT, ALL) from a broker"
+                ),
+                "operationId": "namespaceTopics",
+                "parameters": [
+                    _path_param("tenant", "tenant name"),
+                    _path_param("namespace", "namespace name"),
+                    {
+                        "name": "mode",
+                        "in": "query",
+                        "required": False,
+                        "schema": {
+                            "type": "string",
+                            "enum": ["PERSISTENT", "NON_PERSISTENT", "ALL"],
+                            "default": "PERSISTENT",
+                        },
+                    },
+                ],
+                "responses": {
+                    "200": _json(
+                        "full topic names", {"type": "array", "items": {"type": "string"}}
+                    ),
+                    **_TOPIC_ERRORS,
+                },
+            }
+        },
+        "/admin/v2/schemas/{tenant}/{namespace}/{topic}/schema": {
+            "get": {
+                "summary": "The topic's latest schema, asked of a broker",
+                "operationId": "schema",
+                "parameters": _TOPIC_PARAMS[1:],
+                "responses": {
+                    "200": _json("the schema", {"$ref": "#/components/schemas/Schema"}),
+                    **_TOPIC_ERRORS,
+                    "404": _error("the topic has no schema"),
+                },
+            }
+        },
+        "/admin/v2/schemas/{tenant}/{namespace}/{topic}/schema/{version}": {
+            "get": {
+                "summary": "One version of the topic's schema, asked of a broker",
+                "operationId": "schemaVersion",
+                "parameters": [
+                    *_TOPIC_PARAMS[1:],
+                    _path_param("version", "schema version (a long)", pattern="^-?[0-9]+$"),
+                ],
+                "responses": {
+                    "200": _json("the schema", {"$ref": "#/components/schemas/Schema"}),
+                    **_TOPIC_ERRORS,
+                    "404": _error("the topic has no schema of that version"),
                 },
             }
         },
@@ -233,6 +294,17 @@ OPENAPI: dict[str, Any] = {
                     "httpUrlTls": {"type": "string"},
                     "nativeUrl": {"type": "string", "description": "same as brokerUrl"},
                     "brokerUrlSsl": {"type": "string", "description": "always empty"},
+                },
+            },
+            "Schema": {
+                "type": "object",
+                "required": ["version", "type", "timestamp", "data", "properties"],
+                "properties": {
+                    "version": {"type": "integer"},
+                    "type": {"type": "string"},
+                    "timestamp": {"type": "integer"},
+                    "data": {"type": "string"},
+                    "properties": {"type": "object", "additionalProperties": {"type": "string"}},
                 },
             },
             "PartitionedTopicMetadata": {

@@ -89,8 +89,16 @@ class _Admission:
     """One socket's connection count and cap (0: no cap), and the throttled logs of the
     connections it refused or closed for sending no request head in time."""
 
-    def __init__(self, url: str, limit: int, head_timeout: float) -> None:
+    def __init__(
+        self,
+        url: str,
+        limit: int,
+        head_timeout: float,
+        on_refused: Callable[[str], None] | None = None,
+    ) -> None:
+        """`on_refused`: told the reason of every connection closed here (a metric label)."""
         self.url = url
+        self.on_refused = on_refused
         self.limit = limit
         self.head_timeout = head_timeout
         self.open = 0
@@ -99,6 +107,8 @@ class _Admission:
 
     def admit(self) -> bool:
         if self.limit and self.open >= self.limit:
+            if self.on_refused is not None:
+                self.on_refused("max-connections")
             self.refused.event(
                 "refusing a connection on %s: maxHttpServerConnections=%d reached",
                 self.url,
@@ -166,6 +176,8 @@ class _Guarded(asyncio.Protocol):
         self._deadline = None
         inner, transport = self._inner, self._transport
         if inner is not None and inner._request_count == heads and transport is not None:
+            if self._admission.on_refused is not None and heads == 0:
+                self._admission.on_refused("request-head-timeout")
             self._admission.timed_out.event(
                 "closing a connection on %s that sent no complete request head in %.0fs",
                 self._admission.url,
@@ -245,7 +257,9 @@ class HttpServer(BoundSocket):
         self.metrics = metrics
         self._runner: web.AppRunner | None = None
         self._listening: asyncio.Server | ProxiedAcceptor | None = None
-        self._admission = _Admission(spec.endpoint.url, max_connections, head_timeout)
+        self._admission = _Admission(
+            spec.endpoint.url, max_connections, head_timeout, self._count_refused
+        )
 
     @property
     def connection_count(self) -> int:
@@ -319,6 +333,9 @@ class HttpServer(BoundSocket):
 
     def _proxy_refused(self, reason: str) -> None:
         self.proxy_refusals[reason] = self.proxy_refusals.get(reason, 0) + 1
+        self._count_refused(reason)
+
+    def _count_refused(self, reason: str) -> None:
         if self.metrics is not None:
             self.metrics.refused(self.spec.listener, reason)
 

@@ -10,7 +10,9 @@ What a connection may do:
 
 - CONNECT first, within the handshake deadline, in a frame of at most 64 KiB; anything else
   before it closes the connection. CONNECTED carries the client's protocol version clamped to
-  ``[0, ours]`` and the cluster's maxMessageSize, which from then on bounds frames.
+  ``[0, ours]`` and the cluster's maxMessageSize, which from then on bounds frames. A CONNECT
+  that asks to be proxied to a broker (``proxy_to_broker_url``) gets ERROR ``NotAllowedError``
+  and the connection is closed: the gateway relays nothing.
 - Connections are capped per socket (brokerMaxConnections) and per client address
   (maxConnectionsPerIp); the excess is closed at accept, logged at most once per interval.
 - LOOKUP and PARTITIONED_METADATA are answered concurrently (pipelined): a slow lookup does not
@@ -51,6 +53,7 @@ from listeners.auth import (
     Identity,
     verified_peer_certificate,
 )
+from listeners.broker_link import ANONYMOUS, BrokerLink, Principal, relay
 from listeners.client_origin import ClientOrigin
 from listeners.config import GatewayConfig
 from listeners.log_throttle import LogThrottle
@@ -59,19 +62,23 @@ from listeners.protocol.codec import (
     DEFAULT_MAX_FRAME_SIZE,
     BaseCommand,
     Command,
+    FeatureFlags,
     FrameDecoder,
     LookupType,
     RemoteProtocolError,
     UnknownCommand,
 )
+from listeners.protocol.pulsar_api_pb2 import CommandGetSchema, CommandGetTopicsOfNamespace
 from listeners.proxied_accept import ProxiedAcceptor
 from listeners.socket_table import BACKLOG, BoundSocket, SocketSpec, bind_listening
-from lookup.errors import LookupFailure
+from lookup.auto_creation import Partitions, TopicNotFound, topic_not_found
+from lookup.errors import FailureKind, LookupFailure
 from lookup.errors import ServerError as LookupServerError
 from lookup.networks import NetworkTable
 from lookup.resolve import LookupAnswer, ResponseKind
 from lookup.selection import ListenerChoice
 from lookup.service import LookupService
+from lookup.topics import TopicName
 from tls.server_names import server_name_of
 
 __all__ = ["PROTOCOL_VERSION", "SERVER_VERSION", "BinaryServer", "BinarySettings"]
@@ -91,6 +98,11 @@ MAX_IN_FLIGHT_PER_CONNECTION = 1024
 #: Largest frame accepted before CONNECTED: a CONNECT with a large token fits many times over,
 #: and a stranger cannot make the gateway buffer maxMessageSize per connection.
 PRE_CONNECT_MAX_FRAME = 64 * 1024
+#: The ERROR a CONNECT with proxy_to_broker_url gets before the connection is closed.
+PROXY_REFUSAL = (
+    "the lookup gateway does not proxy connections to brokers (proxy_to_broker_url): "
+    "connect to the broker address the lookup answered"
+)
 
 
 def _package_version() -> str:
@@ -113,7 +125,6 @@ class BinarySettings:
     max_connections_per_ip: int = 0  # 0: no cap per client address
     keep_alive_interval: float = 30.0  # 0: never ping
     handshake_timeout: float = 10.0
-    proxy_through_service_url: bool = False
     max_message_size: int | None = None
     reuse_port: bool = False  # SO_REUSEPORT: worker processes share the port (`--workers`)
     # Clients come through balancers that write a PROXY header first; believed only from these.
@@ -148,7 +159,6 @@ class BinarySettings:
             max_connections_per_ip=config.max_connections_per_ip,
             keep_alive_interval=float(config.keep_alive_interval_seconds),
             handshake_timeout=config.connection_handshake_timeout_seconds,
-            proxy_through_service_url=config.settings_for(listener).proxy_through_service_url,
             max_message_size=config.max_message_size,
             proxy_protocol=config.settings_for(listener).proxy_protocol,
             trusted_proxies=config.trusted_proxies(),
@@ -165,8 +175,10 @@ class BinaryServer(BoundSocket):
         settings: BinarySettings,
         ssl_context: ssl.SSLContext | None = None,
         authenticator: Authenticator | None = None,
+        broker_link: BrokerLink | None = None,
     ) -> None:
-        """`authenticator`: who must authenticate, and how (None: nobody, any listener name)."""
+        """`authenticator`: who must authenticate, and how (None: nobody, any listener name);
+        `broker_link`: where requests only a broker can answer go (None: they fail)."""
         if not spec.endpoint.scheme.is_binary:
             raise ValueError(f"{spec.origin}: {spec.endpoint.url} is not a pulsar:// address")
         if spec.tls and ssl_context is None:
@@ -184,13 +196,14 @@ class BinaryServer(BoundSocket):
         self.proxy_refusals: dict[str, int] = {}  # connections closed for their PROXY header
         self.refused = LogThrottle(log, logging.WARNING)  # a flood must not flood the log
         self._stopping = False
-        self.answers = _AnswerFrames(settings.proxy_through_service_url)
+        self.answers = _AnswerFrames()
         self.authenticator = authenticator or Authenticator()
         self.guard = self.authenticator.for_listener(spec.listener)
         # The choice for every lookup that names no listener: made once for the socket, or once
         # per connection where server names or client networks can choose a listener.
         self.socket_choice = service.choose(socket_listener=spec.listener)
         self.located = bool(service.routes)
+        self.broker_link = broker_link
 
     @property
     def connection_count(self) -> int:
@@ -287,16 +300,17 @@ class BinaryServer(BoundSocket):
         self.proxy_refusals[reason] = self.proxy_refusals.get(reason, 0) + 1
         self.service.metrics.refused(self.spec.listener, reason)
 
-    def _refusal(self, address: str) -> str | None:
-        """Why a new connection from `address` is refused (None: admitted)."""
+    def _refusal(self, address: str) -> tuple[str, str] | None:
+        """Why a new connection from `address` is refused, as (metric reason, log text); None:
+        admitted."""
         if self._stopping:
-            return "stopping"
+            return "stopping", "stopping"
         limit = self.settings.max_connections
         if limit and len(self._connections) >= limit:
-            return f"brokerMaxConnections={limit} reached"
+            return "max-connections", f"brokerMaxConnections={limit} reached"
         per_ip = self.settings.max_connections_per_ip
         if per_ip and self._per_address.get(address, 0) >= per_ip:
-            return f"maxConnectionsPerIp={per_ip} reached for {address}"
+            return "max-connections-per-ip", f"maxConnectionsPerIp={per_ip} reached for {address}"
         return None
 
     def _admit(self, conn: _Connection) -> None:
@@ -326,8 +340,7 @@ class _AnswerFrames:
 
     LIMIT = 4096  # distinct answers kept; more (a huge cluster) starts over
 
-    def __init__(self, proxy_through_service_url: bool) -> None:
-        self._proxy = proxy_through_service_url
+    def __init__(self) -> None:
         self._commands: dict[tuple[ResponseKind, str | None, str | None, bool], BaseCommand] = {}
 
     def frame(self, request_id: int, answer: LookupAnswer) -> bytes:
@@ -344,7 +357,6 @@ class _AnswerFrames:
                     broker_url=urls.service_url,
                     broker_url_tls=urls.service_url_tls,
                     authoritative=answer.authoritative,
-                    proxy_through_service_url=self._proxy,
                 )
             )
         command.lookupTopicResponse.request_id = request_id
@@ -386,6 +398,24 @@ _BODY_FIELD: dict[int, str] = {
     if field.message_type is not None
 }
 
+# The requests a connected client may send (the other commands are refused or handled as
+# connection control).
+_CLIENT_REQUESTS = frozenset(
+    {
+        BaseCommand.LOOKUP,
+        BaseCommand.PARTITIONED_METADATA,
+        BaseCommand.GET_TOPICS_OF_NAMESPACE,
+        BaseCommand.GET_SCHEMA,
+    }
+)
+# What CONNECTED announces, as a broker does: PARTITIONED_METADATA honours
+# metadata_auto_creation_enabled; no topic-list watchers (WATCH_TOPIC_LIST is not served, so
+# clients re-list with GET_TOPICS_OF_NAMESPACE).
+_FEATURES = FeatureFlags(
+    supports_get_partitioned_metadata_without_auto_creation=True,
+    supports_topic_watchers=False,
+)
+
 # Commands our .proto has no body for: the field number of request_id inside their body
 # (PulsarApi.proto), so that a refusal can name the request the client waits on.
 _FOREIGN_REQUEST_ID_FIELD: dict[int, int] = {
@@ -397,7 +427,6 @@ _FOREIGN_REQUEST_ID_FIELD: dict[int, int] = {
     BaseCommand.CONSUMER_STATS: 1,
     BaseCommand.SEEK: 2,
     BaseCommand.GET_LAST_MESSAGE_ID: 2,
-    BaseCommand.GET_SCHEMA: 1,
     BaseCommand.GET_OR_CREATE_SCHEMA: 1,
     BaseCommand.NEW_TXN: 1,
     BaseCommand.ADD_PARTITION_TO_TXN: 1,
@@ -426,6 +455,7 @@ class _Connection(asyncio.Protocol):
         self._guard = server.guard
         self._identity: Identity | None = None  # who authenticated (None: not required)
         self._role: str | None = None
+        self._principal = ANONYMOUS  # who forwarded requests are made for
         self._decoder = FrameDecoder(min(server.settings.max_frame_size, PRE_CONNECT_MAX_FRAME))
         self._transport: asyncio.Transport | None = None
         self._loop = asyncio.get_running_loop()
@@ -459,8 +489,10 @@ class _Connection(asyncio.Protocol):
             self._socket_choice = self._server.choice_for(self.origin, server_name)
         refused = self._server._refusal(self.address)
         if refused is not None:
+            reason, why = refused
+            self._service.metrics.refused(self._listener, reason)
             self._server.refused.event(
-                "refusing connection from %s on %s: %s", self._peer, self._server.url, refused
+                "refusing connection from %s on %s: %s", self._peer, self._server.url, why
             )
             self._closing = True
             self._transport.abort()
@@ -586,7 +618,7 @@ class _Connection(asyncio.Protocol):
             else:
                 self._refuse_before_connect(BaseCommand.Type.Name(kind))
             return
-        if kind == BaseCommand.LOOKUP or kind == BaseCommand.PARTITIONED_METADATA:
+        if kind in _CLIENT_REQUESTS:
             identity = self._identity
             if identity is not None and identity.expired(self._guard.authenticator.clock()):
                 log.info(
@@ -597,8 +629,10 @@ class _Connection(asyncio.Protocol):
                 self._closing = True
             elif kind == BaseCommand.LOOKUP:
                 self._lookup(command, out)
-            else:
+            elif kind == BaseCommand.PARTITIONED_METADATA:
                 self._partitioned_metadata(command, out)
+            else:
+                self._namespace_or_schema(command, out)
         elif kind == BaseCommand.PING:
             out.append(_PONG)
         elif kind == BaseCommand.PONG:
@@ -621,11 +655,20 @@ class _Connection(asyncio.Protocol):
         self._closing = True
 
     def _handshake(self, command: BaseCommand, out: list[bytes]) -> None:
+        if command.connect.proxy_to_broker_url:
+            # A client told to proxy through its service URL names the broker here and expects
+            # its producers and consumers to be relayed; the gateway answers lookups only, so it
+            # says so at once instead of accepting a connection that would refuse them.
+            log.info("closing connection from %s: CONNECT asks to be proxied", self._peer)
+            out.append(codec.error(_NO_REQUEST, _NOT_ALLOWED, PROXY_REFUSAL))
+            self._closing = True
+            return
         if self._guard.required and not self._authenticate(command, out):
             return
         # A client's version is any int32: answer within what this server speaks.
         version = max(0, min(command.connect.protocol_version, PROTOCOL_VERSION))
-        out.append(codec.connected(SERVER_VERSION, version, self._settings.announced_message_size))
+        size = self._settings.announced_message_size
+        out.append(codec.connected(SERVER_VERSION, version, size, _FEATURES))
         self._connected = True
         self._decoder.max_frame_size = self._settings.max_frame_size
         if self._handshake_timer is not None:
@@ -657,11 +700,14 @@ class _Connection(asyncio.Protocol):
         if identity is not None:
             self._identity = identity
             self._role = identity.role
+            data = connect.auth_data.decode(errors="replace") if connect.auth_data else None
+            self._principal = Principal(identity.role, identity.method, data)
         return True
 
     def _handshake_expired(self) -> None:
         self._handshake_timer = None
         if not self._connected and not self._closing:
+            self._service.metrics.refused(self._listener, "handshake-timeout")
             log.info(
                 "closing connection from %s: no CONNECT within %ss",
                 self._peer,
@@ -706,12 +752,83 @@ class _Connection(asyncio.Protocol):
     def _partitioned_metadata(self, command: BaseCommand, out: list[bytes]) -> None:
         body = command.partitionMetadata
         self._answer(
-            self._service.partitions(body.topic, role=self._role),
+            self._partitions_frame(
+                body.topic, body.metadata_auto_creation_enabled, body.request_id
+            ),
             body.request_id,
-            codec.partitioned_metadata_response,
+            _as_is,
             _partitions_failed,
             out,
         )
+
+    async def _partitions_frame(self, topic: str, creation: bool, request_id: int) -> bytes:
+        """PARTITIONED_METADATA_RESPONSE: the count, TopicNotFound, or a broker's answer (it
+        creates a partitioned topic; it knows whether a non-persistent topic exists)."""
+        decision = await self._service.partition_metadata(
+            topic, client_creation=creation, role=self._role
+        )
+        if isinstance(decision, Partitions):
+            return codec.partitioned_metadata_response(request_id, decision.count)
+        name = TopicName.parse(topic)
+        if isinstance(decision, TopicNotFound):
+            return _partitions_failed(request_id, topic_not_found(name))
+        answer = await self._link().partitioned_metadata(
+            name.full, auto_creation=decision.auto_creation, principal=self._principal
+        )
+        return relay(answer, request_id)
+
+    def _namespace_or_schema(self, command: BaseCommand, out: list[bytes]) -> None:
+        if command.type == BaseCommand.GET_TOPICS_OF_NAMESPACE:
+            body = command.getTopicsOfNamespace
+            self._answer(self._topics_frame(body), body.request_id, _as_is, _error_failed, out)
+        else:
+            request = command.getSchema
+            self._answer(
+                self._schema_frame(request), request.request_id, _as_is, _schema_failed, out
+            )
+
+    async def _topics_frame(self, body: CommandGetTopicsOfNamespace) -> bytes:
+        """The persistent topics from the metadata store; other modes (non-persistent topics
+        exist only in brokers' memory) from a broker."""
+        pattern = body.topics_pattern if body.HasField("topics_pattern") else None
+        client_hash = body.topics_hash if body.HasField("topics_hash") else None
+        if body.mode == CommandGetTopicsOfNamespace.PERSISTENT:
+            listing = await self._service.topics_of_namespace(
+                body.namespace, pattern=pattern, client_hash=client_hash, role=self._role
+            )
+            return codec.get_topics_of_namespace_response(
+                body.request_id,
+                listing.topics,
+                filtered=listing.filtered,
+                topics_hash=listing.topics_hash,
+                changed=listing.changed,
+            )
+        namespace = await self._service.namespace_access(body.namespace, role=self._role)
+        answer = await self._link().topics_of_namespace(
+            str(namespace),
+            body.mode,
+            topics_pattern=pattern,
+            topics_hash=client_hash,
+            principal=self._principal,
+        )
+        return relay(answer, body.request_id)
+
+    async def _schema_frame(self, body: CommandGetSchema) -> bytes:
+        """A broker's GET_SCHEMA_RESPONSE (schemas live in BookKeeper)."""
+        topic = TopicName.parse(body.topic)
+        if self._role is not None:
+            await self._service.authorize(topic, self._role)
+        version = body.schema_version if body.HasField("schema_version") else None
+        answer = await self._link().schema(topic.full, version, principal=self._principal)
+        return relay(answer, body.request_id)
+
+    def _link(self) -> BrokerLink:
+        link = self._server.broker_link
+        if link is None:
+            raise LookupFailure(
+                FailureKind.BROKER_UNAVAILABLE, "this request needs a broker; none is configured"
+            )
+        return link
 
     # -- running requests ----------------------------------------------------------------
 
@@ -835,6 +952,20 @@ def _lookup_failed(request_id: int, exc: Exception) -> bytes:
     return codec.lookup_response(
         request_id, response=LookupType.Failed, error=error, message=message
     )
+
+
+def _as_is(request_id: int, frame: bytes) -> bytes:
+    return frame
+
+
+def _error_failed(request_id: int, exc: Exception) -> bytes:
+    error, message = _error_of(exc)
+    return codec.error(request_id, error, message)
+
+
+def _schema_failed(request_id: int, exc: Exception) -> bytes:
+    error, message = _error_of(exc)
+    return codec.get_schema_response(request_id, error=error, message=message)
 
 
 def _partitions_failed(request_id: int, exc: Exception) -> bytes:

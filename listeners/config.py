@@ -19,6 +19,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    SecretStr,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -34,10 +35,11 @@ from listeners.endpoints import (
     parse_bind_addresses,
 )
 from listeners.socket_table import SocketSpec, plan_sockets, socket_conflicts
-from lookup.bundles import DEFAULT_NUM_BUNDLES
+from lookup.auto_creation import AutoCreationSettings, TopicType
 from lookup.networks import NetworkTable, parse_cidr
-from lookup.resolve import ResolvePolicy, UnownedBundleRedirect
+from lookup.resolve import ResolvePolicy
 from lookup.selection import ClientRoutes, RoutesError
+from lookup.topic_list import DEFAULT_PATTERN_MAX_LENGTH
 from metadata_store.url import MetadataUrl, parse_metadata_url
 from tls.settings import TLS_KEYS, TlsSettings
 
@@ -92,8 +94,9 @@ class ListenerSettings(BaseModel):
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
-    # Binary lookups answered on this listener tell the client to keep talking to the address
-    # it used and name the broker in CONNECT (a proxy in front of the brokers).
+    # Pulsar's proxy_through_service_url: clients would reconnect to the gateway with
+    # CONNECT.proxy_to_broker_url and send their producers and consumers to it, which a lookup
+    # service cannot serve. Accepted only as false (a config that spells out the default).
     proxy_through_service_url: bool = False
 
     tls_certificate_file_path: OptionalText = None
@@ -120,6 +123,18 @@ class ListenerSettings(BaseModel):
     # This listener's sockets require a PROXY protocol header (v1 or v2) from a peer in
     # trustedProxyCidrs before anything else, TLS included.
     proxy_protocol: bool = False
+
+    @field_validator("proxy_through_service_url")
+    @classmethod
+    def _no_proxying(cls, value: bool) -> bool:
+        if value:
+            raise ValueError(
+                "the gateway answers lookups only: with true, clients would reconnect to the "
+                "gateway and name the broker in CONNECT (proxy_to_broker_url), and their "
+                "producers and consumers would be refused; remove the key (Pulsar's proxy "
+                "is what proxies connections to brokers)"
+            )
+        return value
 
 
 LISTENER_PREFIX = "listener."
@@ -204,6 +219,16 @@ def _providers(value: Any) -> Any:
     return tuple(canonical)
 
 
+_CLIENT_AUTH_PACKAGE = "org.apache.pulsar.client.impl.auth."
+#: brokerClientAuthenticationPlugin: Pulsar's client plugin class names and short names; None
+#: is no authentication.
+BROKER_CLIENT_PLUGINS: Mapping[str, str | None] = {
+    TOKEN_PROVIDER: TOKEN_PROVIDER,
+    _CLIENT_AUTH_PACKAGE + "AuthenticationToken": TOKEN_PROVIDER,
+    _CLIENT_AUTH_PACKAGE + "AuthenticationDisabled": None,
+}
+
+
 def _required_anywhere(data: Mapping[str, Any]) -> list[str]:
     """The keys that make some socket require authentication (empty: none does)."""
     keys = ["authenticationEnabled=true"] if data.get("authentication_enabled") else []
@@ -224,6 +249,13 @@ class GatewayConfig(BaseModel):
     )
 
     metadata_store_url: MetadataUrl
+    # A separate configuration store (policies, tenants, partitioned topics, clusters); unset:
+    # metadataStoreUrl holds everything. Pulsar's older key: configurationStoreServers.
+    configuration_metadata_store_url: Annotated[
+        MetadataUrl | None, BeforeValidator(_blank_is_none)
+    ] = None
+    # The local cluster's name, for the geo-replication checks (unset: they are skipped).
+    cluster_name: OptionalText = None
     bind_address: str = "0.0.0.0"
     broker_service_port: Port = 6650
     broker_service_port_tls: Port = None
@@ -250,9 +282,7 @@ class GatewayConfig(BaseModel):
     trusted_proxy_cidrs: CommaList = Field((), validate_default=True)
     bind_addresses: tuple[BindAddress, ...] = Field((), validate_default=True)
 
-    default_number_of_namespace_bundles: int = Field(DEFAULT_NUM_BUNDLES, ge=1, le=2**16)
     max_concurrent_lookup_request: int = Field(50_000, ge=1)
-    unowned_bundle_redirect: UnownedBundleRedirect = UnownedBundleRedirect.LEADER
 
     # Connections (binary protocol). The frame cap is maxMessageSize + 10 KiB, as in Pulsar.
     max_message_size: int = Field(5 * 1024 * 1024, ge=1024)
@@ -279,6 +309,24 @@ class GatewayConfig(BaseModel):
     super_user_roles: CommaList = ()
     authorization_enabled: bool = Field(False, validate_default=True)
 
+    # Topic auto-creation (Pulsar's broker keys): what PARTITIONED_METADATA answers for a topic
+    # that does not exist; a namespace policy's autoTopicCreationOverride wins over them.
+    allow_auto_topic_creation: bool = True
+    allow_auto_topic_creation_type: TopicType = TopicType.NON_PARTITIONED
+    default_num_partitions: int = Field(1, ge=1)
+    # Topic listing: patterns longer than this are answered unfiltered (the client filters).
+    subscription_pattern_max_length: int = Field(DEFAULT_PATTERN_MAX_LENGTH, ge=0)
+    enable_broker_side_subscription_pattern_evaluation: bool = True
+    # The broker link, for what only a broker can answer (Pulsar's proxy keys).
+    broker_client_authentication_plugin: OptionalText = None
+    broker_client_authentication_parameters: Annotated[
+        SecretStr | None, BeforeValidator(_blank_is_none)
+    ] = Field(None, validate_default=True)
+    broker_client_trust_certs_file_path: OptionalText = None
+    tls_enabled_with_broker: bool = False
+    tls_hostname_verification_enabled: bool = False
+    forward_authorization_credentials: bool = False
+
     @model_validator(mode="before")
     @classmethod
     def _legacy_zookeeper_servers(cls, data: Any) -> Any:
@@ -290,10 +338,24 @@ class GatewayConfig(BaseModel):
             data = {**data, "metadataStoreUrl": "zk:" + data["zookeeperServers"]}
         return data
 
-    @field_validator("metadata_store_url", mode="before")
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_configuration_store(cls, data: Any) -> Any:
+        if (
+            isinstance(data, dict)
+            and not data.get("configurationMetadataStoreUrl")
+            and data.get("configurationStoreServers")
+        ):
+            servers = data["configurationStoreServers"]
+            data = {**data, "configurationMetadataStoreUrl": "zk:" + servers}
+        return data
+
+    @field_validator("metadata_store_url", "configuration_metadata_store_url", mode="before")
     @classmethod
     def _metadata_url(cls, value: Any) -> Any:
-        return parse_metadata_url(value) if isinstance(value, str) else value
+        if isinstance(value, str) and value.strip():
+            return parse_metadata_url(value)
+        return value
 
     @field_validator("advertised_listeners", mode="before")
     @classmethod
@@ -550,7 +612,49 @@ class GatewayConfig(BaseModel):
         return NetworkTable.build(networks.items())
 
     def resolve_policy(self) -> ResolvePolicy:
-        return ResolvePolicy(self.default_number_of_namespace_bundles, self.unowned_bundle_redirect)
+        return ResolvePolicy(cluster_name=self.cluster_name)
+
+    def auto_creation(self) -> AutoCreationSettings:
+        return AutoCreationSettings(
+            allow=self.allow_auto_topic_creation,
+            topic_type=self.allow_auto_topic_creation_type,
+            default_partitions=self.default_num_partitions,
+        )
+
+    @field_validator("broker_client_authentication_plugin")
+    @classmethod
+    def _broker_client_plugin(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        plugin = BROKER_CLIENT_PLUGINS.get(value.strip())
+        if plugin is None:
+            raise ValueError(
+                f"'{value}' is not a plugin the gateway supports: {_CLIENT_AUTH_PACKAGE}"
+                "AuthenticationToken (or token), or AuthenticationDisabled"
+            )
+        return plugin
+
+    @field_validator("broker_client_authentication_parameters")
+    @classmethod
+    def _broker_client_parameters(
+        cls, value: SecretStr | None, info: ValidationInfo
+    ) -> SecretStr | None:
+        # Never echo the value: it is a credential.
+        plugin = info.data.get("broker_client_authentication_plugin")
+        if plugin == TOKEN_PROVIDER and value is None:
+            raise ValueError(
+                "brokerClientAuthenticationPlugin=AuthenticationToken needs the token: "
+                "token:<jwt> or file:///path/to/token"
+            )
+        if plugin == TOKEN_PROVIDER and value is not None:
+            text = value.get_secret_value().strip()
+            if text.startswith("file:"):
+                path = unquote(urlsplit(text).path)
+                if not path.startswith("/"):
+                    raise ValueError("a file: token must name an absolute path (file:///path)")
+            elif not text.removeprefix("token:").strip():
+                raise ValueError("the token is empty")
+        return value
 
 
 _LEGACY_FIELDS = {
@@ -563,8 +667,23 @@ _DEFAULT_LISTENER_SETTINGS = ListenerSettings()
 LISTENER_KEYS = frozenset(to_camel(name) for name in ListenerSettings.model_fields)
 KNOWN_KEYS = frozenset(
     {to_camel(name) for name in GatewayConfig.model_fields if name != "listener_settings"}
-    | {"zookeeperServers"}
+    | {"zookeeperServers", "configurationStoreServers"}
 )
+#: Keys earlier versions of the gateway used: a config that sets one still loads, with a
+#: warning that says why the key no longer does anything.
+RETIRED_KEYS: Mapping[str, str] = {
+    "unownedBundleRedirect": (
+        "retired: a bundle nobody owns always gets a non-authoritative redirect (to the "
+        "load-manager leader, else to a live broker chosen by the bundle's hash); "
+        "'least-loaded' sent it authoritatively, which made the broker take the bundle "
+        "without its load manager"
+    ),
+    "defaultNumberOfNamespaceBundles": (
+        "not used by lookups: as on Pulsar's brokers, a namespace whose policies hold no "
+        "bundle data has one bundle over the whole hash range (the broker applies this key "
+        "only when it creates a namespace)"
+    ),
+}
 
 
 def _merge_tls(
@@ -629,8 +748,12 @@ def validate_raw(raw: RawConfig) -> LoadedConfig:
             values[key] = value
     values["listenerSettings"] = per_listener
     warnings = [
-        f"{key} ({raw.sources.get(key, '?')}): not a key the gateway uses; ignored"
-        + _did_you_mean(key, KNOWN_KEYS)
+        f"{key} ({raw.sources.get(key, '?')}): "
+        + (
+            f"{RETIRED_KEYS[key]}; ignored"
+            if key in RETIRED_KEYS
+            else "not a key the gateway uses; ignored" + _did_you_mean(key, KNOWN_KEYS)
+        )
         for key in sorted(raw.values)
         if key not in KNOWN_KEYS and not key.startswith(LISTENER_PREFIX)
     ]

@@ -9,6 +9,9 @@ A role may look up a topic when it
    its partitioned topic), or
 3. administers the topic's tenant (``adminRoles`` of ``/admin/policies/<tenant>``).
 
+Listing a namespace's topics (GET_TOPICS_OF_NAMESPACE) needs ``consume`` on the whole
+namespace instead of 2.
+
 Pure: reads the ClusterView only. A view that lacks a node raises NodeNotLoaded and the lookup
 service fetches it (and, from ZooKeeper, watches it), so permission changes apply through the
 same watches as every other metadata change.
@@ -26,10 +29,11 @@ from dataclasses import dataclass
 
 from lookup.errors import FailureKind, LookupFailure
 from lookup.model import AuthPolicies, NamespacePolicies, TenantInfo
-from lookup.topics import TopicName
+from lookup.topics import NamespaceName, TopicName
 from lookup.view import ClusterView
 
 __all__ = [
+    "LIST_ACTIONS",
     "LOOKUP_ACTIONS",
     "LookupAuthorizer",
     "can_lookup",
@@ -39,6 +43,8 @@ __all__ = [
 
 #: Either is enough to look a topic up (Pulsar's canLookup: canProduce || canConsume).
 LOOKUP_ACTIONS = frozenset({"produce", "consume"})
+#: Listing a namespace's topics needs consume on the namespace (Pulsar's GET_TOPICS).
+LIST_ACTIONS = frozenset({"consume"})
 
 
 def grants(
@@ -103,3 +109,22 @@ class LookupAuthorizer:
         if tenant is not None and role in tenant.admin_roles:
             return
         raise not_authorized(role, topic)
+
+    def check_namespace(self, role: str, namespace: NamespaceName, view: ClusterView) -> None:
+        """Pulsar's GET_TOPICS namespace operation: a superuser, a role granted ``consume`` on
+        the whole namespace, or a tenant admin may list its topics; raise LookupFailure
+        (NOT_AUTHORIZED) otherwise."""
+        if role in self.super_users:
+            return
+        policies = view.policies(namespace)
+        if policies is not None and _any_of(
+            policies.auth_policies.namespace_auth.get(role), LIST_ACTIONS
+        ):
+            return
+        tenant = view.tenant(namespace.tenant)
+        if tenant is not None and role in tenant.admin_roles:
+            return
+        raise LookupFailure(
+            FailureKind.NOT_AUTHORIZED,
+            f"Client with role '{role}' is not authorized to list the topics of {namespace}",
+        )

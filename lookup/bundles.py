@@ -77,8 +77,14 @@ class NamespaceBundles:
 
     @staticmethod
     def equal(num_bundles: int) -> NamespaceBundles:
-        """The bundles of a namespace created without a bundle policy."""
+        """`num_bundles` equal ranges, as Pulsar writes them when it creates a namespace."""
         return _equal_bundles(num_bundles)
+
+    @staticmethod
+    def full() -> NamespaceBundles:
+        """One bundle over the whole hash range: what Pulsar's brokers use for a namespace whose
+        policies hold no bundle data."""
+        return _equal_bundles(1)
 
     def find(self, hash_value: int) -> BundleRange:
         index = bisect_right(self.boundaries, hash_value) - 1

@@ -41,6 +41,23 @@ class FailureKind(Enum):
     # The socket's listener does not allow asking for the named listener
     # (listener.<name>.allowedListenerNames).
     LISTENER_NOT_ALLOWED = "listener-not-allowed"
+    # Geo-replication (clusterName): the namespace's policies are marked deleted; the local
+    # cluster does not serve the namespace and no peer cluster does; a peer cluster named in
+    # peerClusterNames has no /admin/clusters node.
+    NAMESPACE_DELETED = "namespace-deleted"
+    NOT_IN_CLUSTER = "not-in-cluster"
+    PEER_CLUSTER_MISSING = "peer-cluster-missing"
+    # Extensible load manager: the bundle's owner has no registration (it went away), or the
+    # bundle itself was deleted (split); both pass, the client retries.
+    OWNER_INACTIVE = "owner-inactive"
+    BUNDLE_DELETED = "bundle-deleted"
+    # An HTTPS lookup whose redirect target has no HTTPS URL for the listener (HTTP only: a
+    # TLS client is never sent to a plain http:// address).
+    NO_TLS_REDIRECT = "no-tls-redirect"
+    # A topic that does not exist where it may not be created (allowAutoTopicCreation), and a
+    # request only a broker can answer when no broker could be reached over the broker link.
+    TOPIC_NOT_FOUND = "topic-not-found"
+    BROKER_UNAVAILABLE = "broker-unavailable"
 
     @property
     def code(self) -> ServerError:
@@ -56,6 +73,9 @@ _WIRE: dict[FailureKind, tuple[ServerError, bool]] = {
     FailureKind.INVALID_TOPIC: (ServerError.InvalidTopicName, False),
     FailureKind.NAMESPACE_NOT_FOUND: (ServerError.MetadataError, False),
     FailureKind.LISTENER_NOT_FOUND: (ServerError.ServiceNotReady, False),
+    # A bundle being unloaded: Pulsar's NamespaceService fails the lookup with an
+    # IllegalStateException, which the broker's lookup handler answers as MetadataError (not
+    # ServiceNotReady); the C++ client retries it.
     FailureKind.BUNDLE_UNLOADING: (ServerError.MetadataError, True),
     FailureKind.NO_BROKER: (ServerError.ServiceNotReady, True),
     FailureKind.METADATA_UNAVAILABLE: (ServerError.ServiceNotReady, True),
@@ -67,6 +87,20 @@ _WIRE: dict[FailureKind, tuple[ServerError, bool]] = {
     # AuthorizationError) nor a transient state (the C++ client retries ServiceNotReady until
     # its operation timeout); the C++ client fails the lookup at once with ResultNotAllowedError.
     FailureKind.LISTENER_NOT_ALLOWED: (ServerError.NotAllowedError, False),
+    # Pulsar's brokers answer a deleted namespace as not found (TopicNotFound), and a namespace
+    # the local cluster may not serve, or a peer cluster without a binary URL, as MetadataError.
+    FailureKind.NAMESPACE_DELETED: (ServerError.TopicNotFound, False),
+    FailureKind.NOT_IN_CLUSTER: (ServerError.MetadataError, False),
+    FailureKind.PEER_CLUSTER_MISSING: (ServerError.TopicNotFound, False),
+    # The extensible load manager fails a lookup whose owner is not registered with an
+    # IllegalStateException, which brokers answer as MetadataError; a deleted bundle with an
+    # IllegalArgumentException, which they answer as ServiceNotReady.
+    FailureKind.OWNER_INACTIVE: (ServerError.MetadataError, True),
+    FailureKind.BUNDLE_DELETED: (ServerError.ServiceNotReady, True),
+    # HTTP only (412); never sent on the binary protocol.
+    FailureKind.NO_TLS_REDIRECT: (ServerError.ServiceNotReady, False),
+    FailureKind.TOPIC_NOT_FOUND: (ServerError.TopicNotFound, False),
+    FailureKind.BROKER_UNAVAILABLE: (ServerError.ServiceNotReady, True),
 }
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from enum import StrEnum
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -23,7 +24,23 @@ NAMESPACE_ROOT = "/namespace"
 POLICIES_ROOT = "/admin/policies"
 LOCAL_POLICIES_ROOT = "/admin/local-policies"
 PARTITIONED_ROOT = "/admin/partitioned-topics"
+CLUSTERS_ROOT = "/admin/clusters"
 EXTENSIBLE_LOAD_MANAGER_SUFFIX = "ExtensibleLoadManagerImpl"
+# The extensible load manager with the metadata-store table view (PIP-378) keeps each bundle's
+# ownership at /service_unit_state/<tenant>/<ns>/<bundle>, in the local store.
+SERVICE_UNIT_STATE_ROOT = "/service_unit_state"
+# With a separate configuration store (configurationMetadataStoreUrl), Pulsar keeps every
+# /admin/... node there except the local policies, which stay in the local store with the
+# load manager's nodes, ownership and managed ledgers.
+_LOCAL_ADMIN_ROOTS = (LOCAL_POLICIES_ROOT,)
+
+
+def is_configuration_path(path: str) -> bool:
+    """Whether `path` (a node, or a parent's children with a trailing `/`) lives in the
+    configuration store: /admin/policies, tenants, /admin/partitioned-topics, /admin/clusters."""
+    if not path.startswith("/admin/"):
+        return False
+    return not any(path == root or path.startswith(root + "/") for root in _LOCAL_ADMIN_ROOTS)
 
 
 def broker_path(broker_id: str) -> str:
@@ -45,6 +62,14 @@ def tenant_path(tenant: str) -> str:
 
 def local_policies_path(namespace: NamespaceName) -> str:
     return f"{LOCAL_POLICIES_ROOT}/{namespace.tenant}/{namespace.namespace}"
+
+
+def cluster_path(name: str) -> str:
+    return f"{CLUSTERS_ROOT}/{name}"
+
+
+def service_unit_state_path(namespace: NamespaceName, bundle_name: str) -> str:
+    return f"{SERVICE_UNIT_STATE_ROOT}/{namespace.tenant}/{namespace.namespace}/{bundle_name}"
 
 
 def partitioned_path(topic: TopicName) -> str:
@@ -150,6 +175,56 @@ class NamespacePolicies(_Znode):
 
     bundles: BundlesData | None = None
     auth_policies: AuthPolicies = Field(default_factory=AuthPolicies, alias="auth_policies")
+    # Geo-replication: the clusters that serve the namespace (allowed_clusters: PIP-321, the
+    # clusters that may serve it without replicating to them).
+    replication_clusters: list[str] = Field(default_factory=list, alias="replication_clusters")
+    allowed_clusters: list[str] = Field(default_factory=list, alias="allowed_clusters")
+    deleted: bool = False
+
+
+class ClusterData(_Znode):
+    """`/admin/clusters/<name>`: a cluster's service URLs and its peers (geo-replication)."""
+
+    service_url: str | None = None
+    service_url_tls: str | None = None
+    broker_service_url: str | None = None
+    broker_service_url_tls: str | None = None
+    peer_cluster_names: list[str] | None = None
+
+
+class ServiceUnitState(StrEnum):
+    """The states of a bundle under the extensible load manager."""
+
+    INIT = "Init"
+    FREE = "Free"
+    OWNED = "Owned"
+    ASSIGNING = "Assigning"
+    RELEASING = "Releasing"
+    SPLITTING = "Splitting"
+    DELETED = "Deleted"
+
+
+class ServiceUnitStateData(_Znode):
+    """`/service_unit_state/<tenant>/<ns>/<bundle>`: one bundle's state (extensible load
+    manager, metadata-store table view). Broker fields hold broker ids."""
+
+    state: ServiceUnitState
+    dst_broker: str | None = None
+    source_broker: str | None = None
+    force: bool = False
+    timestamp: int | None = None
+    version_id: int | None = None
+
+    @field_validator("state", mode="before")
+    @classmethod
+    def _state(cls, value: Any) -> Any:
+        # strict mode takes enum members only; the node holds the state's name.
+        if isinstance(value, str):
+            try:
+                return ServiceUnitState(value)
+            except ValueError:
+                raise ValueError(f"unknown state {value!r}") from None
+        return value
 
 
 class TenantInfo(_Znode):
@@ -205,3 +280,5 @@ parse_leader = node_parser(LeaderData)
 parse_policies = node_parser(NamespacePolicies)
 parse_tenant = node_parser(TenantInfo)
 parse_partitioned = node_parser(PartitionedMetadata)
+parse_cluster = node_parser(ClusterData)
+parse_service_unit_state = node_parser(ServiceUnitStateData)

@@ -6,29 +6,36 @@ shell reads the node and calls again.
 
 from __future__ import annotations
 
+import re
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from lookup.bundles import DEFAULT_NUM_BUNDLES, BundleRange, topic_hash
+from lookup.bundles import BundleRange, topic_hash
 from lookup.errors import FailureKind, LookupFailure, MalformedNode
-from lookup.model import BrokerData, ListenerUrls, OwnershipData, ownership_path
+from lookup.model import (
+    BrokerData,
+    ClusterData,
+    ListenerUrls,
+    NamespacePolicies,
+    OwnershipData,
+    ServiceUnitState,
+    ServiceUnitStateData,
+    ownership_path,
+    service_unit_state_path,
+)
 from lookup.selection import ListenerChoice
 from lookup.topics import NamespaceName, TopicDomain, TopicName
 from lookup.view import BrokerRegistry, ClusterView
 
 
-class UnownedBundleRedirect(StrEnum):
-    """Where a lookup for a bundle nobody owns is sent (a broker must take ownership)."""
-
-    LEADER = "leader"  # as Pulsar's non-leader brokers do: to the load manager leader
-    LEAST_LOADED = "least-loaded"  # straight to the least loaded broker, authoritative
-
-
 @dataclass(frozen=True, slots=True)
 class ResolvePolicy:
-    default_bundles: int = DEFAULT_NUM_BUNDLES
-    unowned_redirect: UnownedBundleRedirect = UnownedBundleRedirect.LEADER
+    """What resolve() needs from the gateway's configuration."""
+
+    # clusterName: the local cluster, for the geo-replication checks (None: they are skipped).
+    cluster_name: str | None = None
 
 
 class ResponseKind(StrEnum):
@@ -56,21 +63,29 @@ class LookupAnswer:
     broker_id: str | None
     urls: BrokerUrls
     listener: ListenerChoice
+    # The peer cluster a geo-replicated namespace is redirected to (broker_id is None then).
+    peer_cluster: str | None = None
 
 
-def namespace_bundle(topic: TopicName, view: ClusterView, policy: ResolvePolicy) -> BundleRange:
+def namespace_bundle(topic: TopicName, view: ClusterView) -> BundleRange:
     """The bundle a topic belongs to; fails if its namespace does not exist."""
     namespace = topic.namespace_name
-    bundles = view.bundles(namespace, policy.default_bundles)
+    bundles = view.bundles(namespace)
     if bundles is None:
         raise _namespace_not_found(namespace)
     return bundles.find(topic_hash(topic.full))
 
 
-def resolve_partitions(topic: TopicName, view: ClusterView) -> int:
-    """Partitioned-topic metadata: the partition count, 0 for a non-partitioned topic."""
-    if view.policies(topic.namespace_name) is None:
+def resolve_partitions(
+    topic: TopicName, view: ClusterView, policy: ResolvePolicy = ResolvePolicy()
+) -> int:
+    """Partitioned-topic metadata: the partition count, 0 for a non-partitioned topic. The
+    namespace checks of a lookup apply (a namespace served by a peer cluster passes: its
+    partitions are in the configuration store all clusters share)."""
+    policies = view.policies(topic.namespace_name)
+    if policies is None:
         raise _namespace_not_found(topic.namespace_name)
+    _check_namespace(topic, policies, view, policy)
     return view.partitions(topic)
 
 
@@ -80,25 +95,184 @@ def resolve(
     view: ClusterView,
     policy: ResolvePolicy = ResolvePolicy(),
 ) -> LookupAnswer:
-    bundle = namespace_bundle(topic, view, policy)
     namespace = topic.namespace_name
+    policies = view.policies(namespace)
+    if policies is None:
+        raise _namespace_not_found(namespace)
+    peer = _check_namespace(topic, policies, view, policy)
+    bundle = namespace_bundle(topic, view)
+    if peer is not None:
+        return _peer_redirect(topic, bundle, choice, *peer)
     registry = view.broker_registry()
-    if not registry.extensible:
-        owner = view.ownership(namespace, bundle.name)
-        if owner is not None:
-            if owner.disabled:
-                raise LookupFailure(
-                    FailureKind.BUNDLE_UNLOADING,
-                    f"Namespace bundle {namespace}/{bundle.name} is being unloaded",
+    if registry.extensible:
+        if view.uses_table_view():
+            owner_id = _table_view_owner(view, namespace, bundle)
+            if owner_id is not None:
+                urls = _registered_urls(owner_id, namespace, bundle, choice, registry)
+                return LookupAnswer(
+                    topic, bundle, ResponseKind.CONNECT, True, owner_id, urls, choice
                 )
-            broker_id, urls = _owner_urls(
-                owner, ownership_path(namespace, bundle.name), choice, registry
+        # Without the metadata-store table view, ownership is in a system topic the gateway
+        # cannot read: any broker can find the owner or assign the bundle.
+        return _unowned(topic, bundle, choice, view, registry)
+    owner = view.ownership(namespace, bundle.name)
+    if owner is not None:
+        if owner.disabled:
+            # Pulsar's NamespaceService fails the lookup with an IllegalStateException carrying
+            # this message, and the broker's lookup handler answers an IllegalStateException as
+            # MetadataError (FailureKind.BUNDLE_UNLOADING), not as ServiceNotReady.
+            raise LookupFailure(
+                FailureKind.BUNDLE_UNLOADING,
+                f"Namespace bundle {namespace}/{bundle.name} is being unloaded",
             )
-            return LookupAnswer(topic, bundle, ResponseKind.CONNECT, True, broker_id, urls, choice)
-    broker_id, urls, authoritative = _redirect_target(topic, choice, view, registry, policy)
-    return LookupAnswer(
-        topic, bundle, ResponseKind.REDIRECT, authoritative, broker_id, urls, choice
+        broker_id, urls = _owner_urls(
+            owner, ownership_path(namespace, bundle.name), choice, registry
+        )
+        return LookupAnswer(topic, bundle, ResponseKind.CONNECT, True, broker_id, urls, choice)
+    return _unowned(topic, bundle, choice, view, registry)
+
+
+# -- namespace checks (Pulsar's global-namespace validation) -----------------------------------
+
+# Heartbeat namespaces (`pulsar/<host>:<port>`) belong to one broker and skip the cluster checks.
+_HEARTBEAT_NAMESPACE = re.compile(r"[^:/]+:\d+")
+# Topics a broker must reach even in a namespace being deleted (to clean it up): the topic
+# policies' events, transaction buffer snapshots and pending-ack stores, and the system namespace.
+_SYSTEM_TOPIC_PREFIXES = ("__change_events", "__transaction_buffer_snapshot")
+_SYSTEM_TOPIC_SUFFIX = "__transaction_pending_ack"
+
+
+def _is_system_topic(topic: TopicName) -> bool:
+    if (topic.tenant, topic.namespace) == ("pulsar", "system"):
+        return True
+    local = topic.base.local_name
+    return local.startswith(_SYSTEM_TOPIC_PREFIXES) or local.endswith(_SYSTEM_TOPIC_SUFFIX)
+
+
+def _check_namespace(
+    topic: TopicName, policies: NamespacePolicies, view: ClusterView, policy: ResolvePolicy
+) -> tuple[str, ClusterData] | None:
+    """Pulsar's checks of a namespace before a lookup: a deleted namespace fails; with a
+    cluster name, a namespace whose replication (or allowed) clusters do not name the local
+    cluster goes to the first of the local cluster's peerClusterNames that they name, or fails.
+    Returns (peer name, its cluster data) for a redirect, None to go on locally."""
+    namespace = topic.namespace_name
+    if namespace.tenant == "pulsar" and _HEARTBEAT_NAMESPACE.fullmatch(namespace.namespace):
+        return None
+    if policies.deleted and not _is_system_topic(topic):
+        # The broker answers "not found" with this message (binary TopicNotFound, HTTP 404).
+        raise LookupFailure(FailureKind.NAMESPACE_DELETED, "Namespace is deleted")
+    local = policy.cluster_name
+    if local is None:
+        return None
+    replication, allowed = policies.replication_clusters, policies.allowed_clusters
+    if not replication and not allowed:
+        raise LookupFailure(
+            FailureKind.NOT_IN_CLUSTER,
+            "Namespace does not have any clusters configured : "
+            f"local_cluster={local} ns={namespace}",
+        )
+    if local in replication or local in allowed:
+        return None
+    own = view.cluster(local)
+    for peer in (own.peer_cluster_names or []) if own is not None else []:
+        if peer in replication or peer in allowed:
+            data = view.cluster(peer)
+            if data is None:
+                raise LookupFailure(
+                    FailureKind.PEER_CLUSTER_MISSING, f"Peer cluster {peer} data not found"
+                )
+            return peer, data
+    raise LookupFailure(
+        FailureKind.NOT_IN_CLUSTER,
+        "Namespace missing local cluster name in clusters list: "
+        f"local_cluster={local} ns={namespace} clusters=[{', '.join(replication)}]",
     )
+
+
+def _peer_redirect(
+    topic: TopicName, bundle: BundleRange, choice: ListenerChoice, name: str, peer: ClusterData
+) -> LookupAnswer:
+    """An authoritative redirect to a peer cluster, with the cluster's own URLs whatever the
+    listener (cluster data has no listeners)."""
+    if not peer.broker_service_url and not peer.broker_service_url_tls:
+        raise LookupFailure(
+            FailureKind.NOT_IN_CLUSTER, "Redirected cluster's brokerService url is not configured"
+        )
+    urls = BrokerUrls(
+        peer.broker_service_url or None,
+        peer.broker_service_url_tls or None,
+        peer.service_url or None,
+        peer.service_url_tls or None,
+    )
+    return LookupAnswer(
+        topic, bundle, ResponseKind.REDIRECT, True, None, urls, choice, peer_cluster=name
+    )
+
+
+# -- extensible load manager -------------------------------------------------------------------
+
+
+def _table_view_owner(
+    view: ClusterView, namespace: NamespaceName, bundle: BundleRange
+) -> str | None:
+    """The broker a lookup connects to under the extensible load manager's table view, as its
+    brokers answer a lookup they do not own: Owned -> the owner; Splitting -> the source broker
+    (it keeps serving until the split is done); Assigning and Releasing -> the destination broker,
+    which holds the client until it owns the bundle (none when released without one); Init and
+    Free (or no node) -> nobody owns it (None); Deleted -> a retriable failure."""
+    data = view.service_unit_state(namespace, bundle.name)
+    if data is None:
+        return None
+    state = data.state
+    if state is ServiceUnitState.DELETED:
+        # Brokers fail it with an IllegalArgumentException, which they answer as
+        # ServiceNotReady: the client retries and finds the bundle's split children.
+        raise LookupFailure(FailureKind.BUNDLE_DELETED, f"{namespace}/{bundle.name} is deleted.")
+    if state is ServiceUnitState.OWNED:
+        return _required(data, data.dst_broker, "dstBroker", namespace, bundle)
+    if state is ServiceUnitState.SPLITTING:
+        return _required(data, data.source_broker, "sourceBroker", namespace, bundle)
+    if state in (ServiceUnitState.ASSIGNING, ServiceUnitState.RELEASING):
+        return data.dst_broker or None
+    return None  # Init, Free
+
+
+def _required(
+    data: ServiceUnitStateData,
+    broker: str | None,
+    key: str,
+    namespace: NamespaceName,
+    bundle: BundleRange,
+) -> str:
+    if not broker:
+        path = service_unit_state_path(namespace, bundle.name)
+        raise MalformedNode(path, f"state {data.state.value} without {key}")
+    return broker
+
+
+def _registered_urls(
+    broker_id: str,
+    namespace: NamespaceName,
+    bundle: BundleRange,
+    choice: ListenerChoice,
+    registry: BrokerRegistry,
+) -> BrokerUrls:
+    """A registered broker's URLs for the listener; an owner without a registration fails as
+    Pulsar's brokers fail it (MetadataError), retriable: it is restarting or gone, and the load
+    manager moves its bundles."""
+    if broker_id in registry.invalid:
+        raise registry.invalid[broker_id]
+    broker = registry.brokers.get(broker_id)
+    if broker is None:
+        raise LookupFailure(
+            FailureKind.OWNER_INACTIVE,
+            f"the owner of bundle {namespace}/{bundle.name} is not registered; retry",
+        )
+    urls = _broker_urls(broker, choice)
+    if urls is None:
+        raise _listener_missing(choice.name)
+    return urls
 
 
 def _namespace_not_found(namespace: NamespaceName) -> LookupFailure:
@@ -177,29 +351,33 @@ def _broker_urls(broker: BrokerData, choice: ListenerChoice) -> BrokerUrls | Non
     )
 
 
-def _redirect_target(
+def _unowned(
     topic: TopicName,
+    bundle: BundleRange,
     choice: ListenerChoice,
     view: ClusterView,
     registry: BrokerRegistry,
-    policy: ResolvePolicy,
-) -> tuple[str, BrokerUrls, bool]:
-    """(broker id, its URLs, authoritative) for a bundle that has no owner."""
+) -> LookupAnswer:
+    """A bundle nobody owns: always a non-authoritative redirect. Only a load manager may
+    choose the bundle's broker; an authoritative redirect would make the target take the bundle
+    without its placement rules. The target is the modular load manager's leader (as Pulsar's
+    other brokers redirect), else a live broker chosen by the bundle's hash, so that the
+    lookups of different bundles spread over the brokers and every gateway picks the same one.
+    Under the extensible load manager every broker assigns the bundles it is asked about (its
+    leader, /loadbalance/extension/leader, only owns the system topics), so the hash decides."""
     if not registry.brokers:
         raise LookupFailure(FailureKind.NO_BROKER, "No broker was available")
-    if registry.extensible:
-        # Only a broker can find the owner; let it do the lookup (non-authoritative).
-        broker_id, urls = _least_loaded(topic, choice, registry.brokers)
-        return broker_id, urls, False
-    if policy.unowned_redirect is UnownedBundleRedirect.LEADER:
+    if not registry.extensible:
         leader_id = _leader_id(view, registry)
         if leader_id is not None:
             leader_urls = _broker_urls(view.broker(leader_id), choice)
             if leader_urls is None:
                 raise _listener_missing(choice.name)
-            return leader_id, leader_urls, False
-    broker_id, urls = _least_loaded(topic, choice, registry.brokers)
-    return broker_id, urls, True
+            return LookupAnswer(
+                topic, bundle, ResponseKind.REDIRECT, False, leader_id, leader_urls, choice
+            )
+    broker_id, urls = _by_bundle_hash(topic, bundle, choice, registry.brokers)
+    return LookupAnswer(topic, bundle, ResponseKind.REDIRECT, False, broker_id, urls, choice)
 
 
 def _leader_id(view: ClusterView, registry: BrokerRegistry) -> str | None:
@@ -213,12 +391,17 @@ def _leader_id(view: ClusterView, registry: BrokerRegistry) -> str | None:
     return None
 
 
-def _least_loaded(
-    topic: TopicName, choice: ListenerChoice, brokers: Mapping[str, BrokerData]
+def _by_bundle_hash(
+    topic: TopicName,
+    bundle: BundleRange,
+    choice: ListenerChoice,
+    brokers: Mapping[str, BrokerData],
 ) -> tuple[str, BrokerUrls]:
-    """The least loaded broker (maxResourceUsage, then id) that serves the topic's domain and
-    has the chosen listener."""
-    best: tuple[float, str, BrokerUrls] | None = None
+    """Rendezvous hashing of the bundle over the brokers that serve the topic's domain and have
+    the chosen listener: the broker with the highest CRC-32 of (broker id, bundle). A broker
+    joining or leaving moves only the bundles that hash to it."""
+    key = f"\0{topic.tenant}/{topic.namespace}/{bundle.name}".encode()
+    best: tuple[int, str, BrokerUrls] | None = None
     for broker_id, broker in brokers.items():
         if topic.domain is TopicDomain.PERSISTENT and not broker.persistent_topics_enabled:
             continue
@@ -227,10 +410,9 @@ def _least_loaded(
         urls = _broker_urls(broker, choice)
         if urls is None:
             continue
-        usage = broker.max_resource_usage
-        key = (usage if usage is not None else float("inf"), broker_id, urls)
-        if best is None or key[:2] < best[:2]:
-            best = key
+        score = zlib.crc32(broker_id.encode() + key)
+        if best is None or score > best[0] or (score == best[0] and broker_id < best[1]):
+            best = (score, broker_id, urls)
     if best is None:
         if choice.uses_listener_urls:
             raise _listener_missing(choice.name)

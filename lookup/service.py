@@ -17,6 +17,13 @@ from collections.abc import Callable, Collection
 from typing import Any, TypeVar
 
 from lookup.authorization import LookupAuthorizer
+from lookup.auto_creation import (
+    AutoCreationSettings,
+    Decision,
+    decide_partitions,
+    lookup_allowed,
+    topic_not_found,
+)
 from lookup.bundles import BundleRange
 from lookup.errors import FailureKind, LookupFailure, NodeNotLoaded
 from lookup.metrics import LookupMetrics
@@ -30,7 +37,8 @@ from lookup.resolve import (
 )
 from lookup.selection import NO_ROUTES, ClientRoutes, ListenerChoice, choose_listener
 from lookup.source import MetadataSource
-from lookup.topics import TopicName
+from lookup.topic_list import TopicLister, TopicListing, parse_namespace
+from lookup.topics import NamespaceName, TopicName
 from lookup.untrusted import printable
 from lookup.view import ClusterView
 
@@ -220,13 +228,13 @@ class LookupService:
 
     async def partitions(self, topic: str | TopicName, *, role: str | None = None) -> int:
         # A partition's own name has no partitioned-topic node, so it answers 0, as in Pulsar.
-        return await self._guarded(topic, role, resolve_partitions)
-
-    async def bundle(self, topic: str | TopicName, *, role: str | None = None) -> BundleRange:
         policy = self.policy
         return await self._guarded(
-            topic, role, lambda name, view: namespace_bundle(name, view, policy)
+            topic, role, lambda name, view: resolve_partitions(name, view, policy)
         )
+
+    async def bundle(self, topic: str | TopicName, *, role: str | None = None) -> BundleRange:
+        return await self._guarded(topic, role, namespace_bundle)
 
     async def _guarded(
         self,
@@ -265,6 +273,75 @@ class LookupService:
         raise LookupFailure(
             FailureKind.METADATA_UNAVAILABLE, "metadata kept changing while it was read; retry"
         )
+
+    # -- topic lists, partitioned metadata and auto-creation ---------------------------------
+    # The rules are in lookup.topic_list and lookup.auto_creation; the front ends forward to a
+    # broker what these answer with AskBroker (or a mode other than PERSISTENT).
+
+    #: Pulsar's allowAutoTopicCreation* / defaultNumPartitions keys (the gateway sets them).
+    auto_creation: AutoCreationSettings = AutoCreationSettings()
+    _topic_lister: TopicLister | None = None
+
+    @property
+    def topic_lister(self) -> TopicLister:
+        if self._topic_lister is None:
+            self._topic_lister = TopicLister()
+        return self._topic_lister
+
+    def configure_topics(self, auto_creation: AutoCreationSettings, lister: TopicLister) -> None:
+        self.auto_creation = auto_creation
+        self._topic_lister = lister
+
+    async def topics_of_namespace(
+        self,
+        namespace: str,
+        *,
+        pattern: str | None = None,
+        client_hash: str | None = None,
+        role: str | None = None,
+        must_exist: bool = False,
+    ) -> TopicListing:
+        """The namespace's persistent topics (GET_TOPICS_OF_NAMESPACE, mode PERSISTENT). A
+        namespace that does not exist lists no topics, as the broker's binary answer does;
+        `must_exist` (the REST route) fails it with NAMESPACE_NOT_FOUND instead."""
+        name = await self.namespace_access(namespace, role=role)
+        self._admit(None)
+        self.pending += 1
+        try:
+            if must_exist and not await self._read(lambda v: v.policies(name) is not None):
+                raise LookupFailure(FailureKind.NAMESPACE_NOT_FOUND, "Namespace does not exist")
+            lister = self.topic_lister
+            return await self._read(lambda view: lister.listing(view, name, pattern, client_hash))
+        finally:
+            self.pending -= 1
+
+    async def namespace_access(self, namespace: str, *, role: str | None = None) -> NamespaceName:
+        """The parsed namespace, once `role` (None: no authentication) may list its topics."""
+        name = parse_namespace(namespace)
+        authorizer = self.authorizer
+        if role is not None and authorizer is not None:
+            await self._read(lambda view: authorizer.check_namespace(role, name, view))
+        return name
+
+    async def partition_metadata(
+        self, topic: str | TopicName, *, client_creation: bool, role: str | None = None
+    ) -> Decision:
+        """PARTITIONED_METADATA as the broker decides it: a count, TopicNotFound, or AskBroker."""
+        settings, policy = self.auto_creation, self.policy
+        return await self._guarded(
+            topic,
+            role,
+            lambda name, view: decide_partitions(
+                name, view, settings, client_creation=client_creation, policy=policy
+            ),
+        )
+
+    async def check_lookup_allowed(self, topic: TopicName) -> None:
+        """An HTTP lookup of a persistent topic that neither exists nor may be created fails
+        with TOPIC_NOT_FOUND (404), as the broker's web service answers."""
+        settings = self.auto_creation
+        if not await self._read(lambda view: lookup_allowed(topic, view, settings)):
+            raise topic_not_found(topic)
 
 
 def _log_lookup(

@@ -22,23 +22,31 @@ from lookup.errors import MalformedNode, NodeNotLoaded
 from lookup.model import (
     BROKERS_ROOT,
     LEADER_PATH,
+    SERVICE_UNIT_STATE_ROOT,
     BrokerData,
+    ClusterData,
     LeaderData,
     NamespacePolicies,
     OwnershipData,
+    ServiceUnitStateData,
     TenantInfo,
     broker_path,
+    cluster_path,
     decode_json,
+    is_configuration_path,
     local_policies_path,
     ownership_path,
     parse_broker,
+    parse_cluster,
     parse_leader,
     parse_ownership,
     parse_partitioned,
     parse_policies,
+    parse_service_unit_state,
     parse_tenant,
     partitioned_path,
     policies_path,
+    service_unit_state_path,
     tenant_path,
 )
 from lookup.topics import NamespaceName, TopicName
@@ -107,7 +115,12 @@ class ClusterView:
         self._children: dict[str, set[str]] = {}
         self._interned: dict[bytes, _Node] = {}
         self._registry: BrokerRegistry | None = None
-        self.version = 0  # bumped on every write; lets callers notice change
+        self._version = 0  # bumped on every write; lets callers notice change
+
+    @property
+    def version(self) -> int:
+        """Bumped on every write: an answer read from this view holds while it is unchanged."""
+        return self._version
 
     @classmethod
     def from_snapshot(cls, nodes: Mapping[str, Any]) -> ClusterView:
@@ -177,7 +190,7 @@ class ClusterView:
     def _changed(self, path: str) -> None:
         if path.startswith(BROKERS_ROOT):
             self._registry = None
-        self.version += 1
+        self._version += 1
 
     # -- reads -------------------------------------------------------------------------
 
@@ -296,18 +309,23 @@ class ClusterView:
             return None
         return self.node(path, parse_policies)
 
-    def bundles(self, namespace: NamespaceName, default_count: int) -> NamespaceBundles | None:
-        """Local policies' bundles, else policies' bundles, else equal ranges; None if the
-        namespace does not exist (it has no policies node)."""
+    def bundles(self, namespace: NamespaceName) -> NamespaceBundles | None:
+        """The namespace's bundles; None if the namespace does not exist (it has no policies
+        node). Pulsar's brokers read the local policies when that node exists, else they copy
+        the policies' bundle data into a new local-policies node; bundle data that is absent
+        means one bundle over the whole hash range (defaultNumberOfNamespaceBundles is applied
+        only when a namespace is created, never by a lookup)."""
         policies = self.policies(namespace)
         if policies is None:
             return None
         local = self.local_policies(namespace)
-        if local is not None and local.bundles is not None:
+        if local is not None:
+            if local.bundles is None:
+                return NamespaceBundles.full()
             return self._bundles_of(local_policies_path(namespace), local)
         if policies.bundles is not None:
             return self._bundles_of(policies_path(namespace), policies)
-        return NamespaceBundles.equal(default_count)
+        return NamespaceBundles.full()
 
     def _bundles_of(self, path: str, policies: NamespacePolicies) -> NamespaceBundles:
         stored = self._raw[path]
@@ -327,9 +345,84 @@ class ClusterView:
             return None
         return self.node(path, parse_ownership)
 
+    def cluster(self, name: str) -> ClusterData | None:
+        """`/admin/clusters/<name>`, None when that cluster is not registered."""
+        path = cluster_path(name)
+        if not self.listed(path):
+            return None
+        return self.node(path, parse_cluster)
+
+    def uses_table_view(self) -> bool:
+        """Whether bundle ownership is kept under /service_unit_state (the extensible load
+        manager's metadata-store table view): the root's children list names it."""
+        return self.has_child("/", SERVICE_UNIT_STATE_ROOT.lstrip("/"))
+
+    def service_unit_state(
+        self, namespace: NamespaceName, bundle_name: str
+    ) -> ServiceUnitStateData | None:
+        path = service_unit_state_path(namespace, bundle_name)
+        if not self.listed(path):  # one children watch per namespace, as for /namespace
+            return None
+        return self.node(path, parse_service_unit_state)
+
     def partitions(self, topic: TopicName) -> int:
         path = partitioned_path(topic)
         if not self.listed(path):  # one children watch per namespace and domain
             return 0
         data = self.node(path, parse_partitioned)
         return 0 if data is None else data.partitions
+
+
+class SplitView(ClusterView):
+    """The view of a cluster whose configuration store is separate from its local store: every
+    read goes to the view of the store that holds the path (lookup.model.is_configuration_path).
+    Each store's source writes its own view; this one is never written to."""
+
+    def __init__(self, local: ClusterView, configuration: ClusterView) -> None:
+        super().__init__(complete=local.complete and configuration.complete)
+        self.local = local
+        self.configuration = configuration
+
+    def _of(self, path: str) -> ClusterView:
+        return self.configuration if is_configuration_path(path) else self.local
+
+    @property
+    def version(self) -> int:
+        # Each store's version only grows, so the sum changes whenever either store does.
+        return self.local.version + self.configuration.version
+
+    def _put(self, path: str, node: _Node) -> None:
+        raise TypeError("a SplitView is written through the views of its stores")
+
+    def put_absent(self, path: str) -> None:
+        raise TypeError("a SplitView is written through the views of its stores")
+
+    def set_children(self, path: str, names: Iterable[str]) -> None:
+        raise TypeError("a SplitView is written through the views of its stores")
+
+    def raw(self, path: str) -> Any:
+        return self._of(path).raw(path)
+
+    def exists(self, path: str) -> bool:
+        return self._of(path).exists(path)
+
+    def node(self, path: str, parser: Callable[[str, Any], T]) -> T | None:
+        return self._of(path).node(path, parser)
+
+    def has_child(self, parent: str, name: str) -> bool:
+        return self._of(parent + "/").has_child(parent, name)
+
+    def children(self, path: str) -> list[str]:
+        return self._of(path + "/").children(path)
+
+    def lists_children_of(self, path: str) -> bool:
+        return self._of(path + "/").lists_children_of(path)
+
+    def known_paths(self) -> list[str]:
+        return [*self.local.known_paths(), *self.configuration.known_paths()]
+
+    def broker_registry(self) -> BrokerRegistry:
+        return self.local.broker_registry()  # cached by the local view, rebuilt on its writes
+
+    def _bundles_of(self, path: str, policies: NamespacePolicies) -> NamespaceBundles:
+        return self._of(path)._bundles_of(path, policies)

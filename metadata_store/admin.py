@@ -25,11 +25,13 @@ from kazoo.handlers.threading import AsyncResult, KazooTimeoutError
 
 from lookup.model import (
     BROKERS_ROOT,
+    CLUSTERS_ROOT,
     LEADER_PATH,
     LOCAL_POLICIES_ROOT,
     NAMESPACE_ROOT,
     PARTITIONED_ROOT,
     POLICIES_ROOT,
+    SERVICE_UNIT_STATE_ROOT,
 )
 from metadata_store.url import MetadataUrl
 
@@ -45,6 +47,8 @@ DUMP_ROOTS = (
     POLICIES_ROOT,
     LOCAL_POLICIES_ROOT,
     PARTITIONED_ROOT,
+    CLUSTERS_ROOT,
+    SERVICE_UNIT_STATE_ROOT,
 )
 BATCH = 2000  # requests in flight at once
 #: How long the command line waits for a first connection: a ZooKeeper that answers at all

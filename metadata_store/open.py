@@ -1,17 +1,33 @@
-"""The live metadata source for a `metadataStoreUrl`."""
+"""The live metadata source for a `metadataStoreUrl` (and a `configurationMetadataStoreUrl`)."""
 
 from __future__ import annotations
 
 from lookup.source import MetadataSource
 from metadata_store.file import FileSource
+from metadata_store.split import SplitSource
 from metadata_store.url import MetadataUrl
-from metadata_store.zookeeper import ZooKeeperSource
+from metadata_store.zookeeper import WARM_PATHS, ZooKeeperSource
 
 
-def open_source(url: MetadataUrl, *, start_timeout: float | None = None) -> MetadataSource:
-    """`start_timeout`: how long start() waits for ZooKeeper (None: the source's default)."""
+def open_source(
+    url: MetadataUrl,
+    *,
+    configuration: MetadataUrl | None = None,
+    start_timeout: float | None = None,
+) -> MetadataSource:
+    """`configuration`: a separate configuration store (None, or the same URL: `url` holds
+    everything). `start_timeout`: how long start() waits for ZooKeeper (None: the default)."""
+    local = _open(url, start_timeout, WARM_PATHS)
+    if configuration is None or configuration == url:
+        return local
+    return SplitSource(local, _open(configuration, start_timeout, ()))
+
+
+def _open(
+    url: MetadataUrl, start_timeout: float | None, warm_paths: tuple[str, ...]
+) -> MetadataSource:
     if url.kind == "file":
         return FileSource(url.path)
     if start_timeout is None:
-        return ZooKeeperSource(url)
-    return ZooKeeperSource(url, start_timeout=start_timeout)
+        return ZooKeeperSource(url, warm_paths=warm_paths)
+    return ZooKeeperSource(url, start_timeout=start_timeout, warm_paths=warm_paths)

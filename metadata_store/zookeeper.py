@@ -72,8 +72,12 @@ class ZooKeeperSource:
         read_timeout: float = 2.0,
         start_timeout: float = 10.0,
         outage_reminder: float = OUTAGE_REMINDER,
+        warm_paths: tuple[str, ...] = WARM_PATHS,
     ) -> None:
+        """`warm_paths`: what every (re)connect reads before the source is ready (a separate
+        configuration store holds no brokers: it warms nothing but what the cache holds)."""
         self.url = url
+        self.warm_paths = warm_paths
         self.read_timeout = read_timeout
         self.start_timeout = start_timeout
         self.outage_reminder = outage_reminder
@@ -355,7 +359,7 @@ class ZooKeeperSource:
         the cache already holds, before calling the source ready."""
         generation = self._generation
         for attempt in range(1, 1_000_000):
-            paths = list(dict.fromkeys([*WARM_PATHS, *self._view.known_paths()]))
+            paths = list(dict.fromkeys([*self.warm_paths, *self._view.known_paths()]))
             try:
                 for start in range(0, len(paths), WARM_BATCH):
                     # A batch is pipelined: its reads share a longer deadline than one lookup's.
@@ -364,7 +368,8 @@ class ZooKeeperSource:
                         for p in paths[start : start + WARM_BATCH]
                     ]
                     await asyncio.gather(*(read.wait() for read in batch))
-                await self._fetch_children_data(BROKERS_ROOT)
+                if BROKERS_ROOT + CHILDREN in self.warm_paths:
+                    await self._fetch_children_data(BROKERS_ROOT)
             except (LookupFailure, TimeoutError) as exc:
                 if not self._connected or generation != self._generation:
                     return  # the next CONNECTED starts another warm-up
@@ -375,8 +380,11 @@ class ZooKeeperSource:
                 self._warm = True
                 self._suspended_since = None
                 self._warmed.set()
-                brokers = len(self._view.broker_registry().brokers)
-                log.info("%s: ready (%d brokers, %d znodes)", self.url, brokers, len(paths))
+                if BROKERS_ROOT + CHILDREN in self.warm_paths:
+                    brokers = len(self._view.broker_registry().brokers)
+                    log.info("%s: ready (%d brokers, %d znodes)", self.url, brokers, len(paths))
+                else:
+                    log.info("%s: ready (%d znodes)", self.url, len(paths))
             return
 
 

@@ -3,8 +3,12 @@
 - :class:`BrokerPeer` plays the first steps of a Pulsar broker on one host:port, so that an
   end-to-end test can see WHERE a real client went after a lookup and what it asked for there:
   it answers CONNECT, answers LOOKUP for any topic with Connect to itself (so a client redirected
-  to it can finish), PARTITIONED_METADATA with 0, PRODUCER with PRODUCER_SUCCESS, and records
-  every command.
+  to it can finish), PARTITIONED_METADATA (its `partitions`, else 0; a missing topic asked with
+  auto-creation is "created" with `create_partitions` partitions when that is set, and
+  `on_create` is told, e.g. to write the znode a broker would write), GET_TOPICS_OF_NAMESPACE
+  (its `topics`), GET_SCHEMA (its `schemas`, else TopicNotFound), PRODUCER with
+  PRODUCER_SUCCESS, SUBSCRIBE and the other consumer commands with SUCCESS, and records every
+  command (and every CONNECT body). With `silent` it answers nothing after CONNECTED.
 - :class:`RawClient` is a minimal client for driving a server frame by frame.
 
 Our .proto has no CommandProducer / CommandProducerSuccess (a gateway never needs them), so the
@@ -19,11 +23,19 @@ import ssl
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from google.protobuf.unknown_fields import UnknownFieldSet
 
 from listeners.protocol import codec
-from listeners.protocol.codec import BaseCommand, Command, FrameDecoder, UnknownCommand
+from listeners.protocol.codec import (
+    BaseCommand,
+    Command,
+    FeatureFlags,
+    FrameDecoder,
+    Schema,
+    UnknownCommand,
+)
 from listeners.protocol.pulsar_api_pb2 import CommandLookupTopicResponse
 from listeners.protocol.wire import bytes_field, read_fields, varint_field
 
@@ -85,6 +97,7 @@ class SeenCommand:
     request_id: int | None = None
     listener_name: str | None = None  # LOOKUP's advertised_listener_name
     authoritative: bool | None = None
+    creation: bool | None = None  # PARTITIONED_METADATA's metadata_auto_creation_enabled
 
 
 # Commands carrying a request id (field number) that the peer answers with SUCCESS.
@@ -106,6 +119,15 @@ class BrokerPeer:
     ssl_context: ssl.SSLContext | None = None  # set: the peer speaks pulsar+ssl://
     seen: list[SeenCommand] = field(default_factory=list)
     connections: int = 0
+    # What it answers as a broker (see the module docstring).
+    partitions: dict[str, int] = field(default_factory=dict)
+    create_partitions: int = 0
+    on_create: Callable[[str, int], None] | None = None
+    topics: dict[str, list[str]] = field(default_factory=dict)  # namespace -> full names
+    schemas: dict[str, Schema] = field(default_factory=dict)  # full topic name -> schema
+    schema_version: int = 0
+    silent: bool = False
+    connects: list[Any] = field(default_factory=list)  # CommandConnect bodies, in order
     _server: asyncio.Server | None = None
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     _transports: set[asyncio.Transport] = field(default_factory=set)
@@ -140,6 +162,10 @@ class BrokerPeer:
     def types_seen(self) -> list[str]:
         return [command.type_name for command in self.seen]
 
+    def topics_seen(self, type_name: str) -> list[str]:
+        """The topics (or namespaces) of the commands of one type, in order."""
+        return [c.topic for c in self.seen if c.type_name == type_name and c.topic is not None]
+
     def producer_topics(self) -> list[str]:
         return [c.topic for c in self.seen if c.type_name == "PRODUCER" and c.topic is not None]
 
@@ -168,9 +194,36 @@ class BrokerPeer:
         kind = command.type
         name = BaseCommand.Type.Name(kind)
         if kind == BaseCommand.CONNECT:
+            self.connects.append(command.connect)
             self._record(SeenCommand(name))
             version = min(command.connect.protocol_version, PEER_PROTOCOL_VERSION)
-            return [codec.connected(self.name, version, 5 * 1024 * 1024)], False
+            flags = FeatureFlags(supports_get_partitioned_metadata_without_auto_creation=True)
+            return [codec.connected(self.name, version, 5 * 1024 * 1024, flags)], False
+        if self.silent and kind not in (BaseCommand.PING, BaseCommand.PONG):
+            self._record(SeenCommand(name))
+            return [], False
+        if kind == BaseCommand.GET_TOPICS_OF_NAMESPACE:
+            listing = command.getTopicsOfNamespace
+            self._record(SeenCommand(name, listing.namespace, listing.request_id))
+            topics = self.topics.get(listing.namespace, [])
+            return [codec.get_topics_of_namespace_response(listing.request_id, topics)], False
+        if kind == BaseCommand.GET_SCHEMA:
+            request = command.getSchema
+            self._record(SeenCommand(name, request.topic, request.request_id))
+            schema = self.schemas.get(request.topic)
+            if schema is None:
+                reply = codec.get_schema_response(
+                    request.request_id,
+                    error=codec.ServerError.TopicNotFound,
+                    message=f"Topic not found or no-schema {request.topic}",
+                )
+            else:
+                reply = codec.get_schema_response(
+                    request.request_id,
+                    schema=schema,
+                    schema_version=self.schema_version.to_bytes(8, "big"),
+                )
+            return [reply], False
         if kind == BaseCommand.LOOKUP:
             lookup = command.lookupTopic
             self._record(
@@ -193,8 +246,17 @@ class BrokerPeer:
             return [reply], False
         if kind == BaseCommand.PARTITIONED_METADATA:
             meta = command.partitionMetadata
-            self._record(SeenCommand(name, meta.topic, meta.request_id))
-            return [codec.partitioned_metadata_response(meta.request_id, 0)], False
+            self._record(
+                SeenCommand(
+                    name, meta.topic, meta.request_id, creation=meta.metadata_auto_creation_enabled
+                )
+            )
+            count = self.partitions.get(meta.topic, 0)
+            if not count and meta.metadata_auto_creation_enabled and self.create_partitions:
+                count = self.partitions[meta.topic] = self.create_partitions
+                if self.on_create is not None:
+                    self.on_create(meta.topic, count)
+            return [codec.partitioned_metadata_response(meta.request_id, count)], False
         if kind == BaseCommand.PING:
             return [codec.pong()], False
         if kind == BaseCommand.PONG:

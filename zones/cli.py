@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import TextIO
 
 from console.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from lookup.bundles import DEFAULT_NUM_BUNDLES
-from lookup.resolve import ResolvePolicy, UnownedBundleRedirect
+from lookup.resolve import ResolvePolicy
 from metadata_store.snapshot import SnapshotError, read_nodes
 from metadata_store.url import parse_metadata_url
 from zones.inputs import check_outputs, check_topics, local_path
@@ -44,6 +43,14 @@ pair as the gateway would answer a lookup that names the zone's listener.
 Writes <out>/answers/ (Parquet, partitioned by zone), <out>/summary.csv (topics per zone and
 broker) and <out>/share.png (topic share per broker per zone), and prints the summary.
 """
+
+RETIRED_DEFAULT_BUNDLES = (
+    "a namespace whose policies hold no bundle data has one bundle, as on Pulsar's brokers"
+)
+RETIRED_UNOWNED_REDIRECT = (
+    "a bundle nobody owns always gets a non-authoritative redirect (the leader, else a broker "
+    "chosen by the bundle's hash)"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser, *, master_default: str | None) -> None:
@@ -78,19 +85,15 @@ def add_arguments(parser: argparse.ArgumentParser, *, master_default: str | None
         help=f"Spark master (default: {master_default or 'from spark-submit'})",
     )
     parser.add_argument(
-        "--default-bundles",
-        type=_positive,
-        default=DEFAULT_NUM_BUNDLES,
-        metavar="N",
-        help="bundles of a namespace whose policies name none "
-        f"(defaultNumberOfNamespaceBundles, default {DEFAULT_NUM_BUNDLES})",
+        "--cluster-name",
+        metavar="NAME",
+        help="the local cluster (the gateway's clusterName): namespaces it does not serve are "
+        "answered as the gateway answers them, redirected to a peer cluster or failed "
+        "(default: no geo-replication checks)",
     )
-    parser.add_argument(
-        "--unowned-redirect",
-        choices=[r.value for r in UnownedBundleRedirect],
-        default=UnownedBundleRedirect.LEADER.value,
-        help="where a lookup of a bundle nobody owns is sent (default: leader, as Pulsar does)",
-    )
+    # Retired: accepted so that existing scripts still run, and reported as ignored.
+    parser.add_argument("--default-bundles", metavar="N", help=argparse.SUPPRESS)
+    parser.add_argument("--unowned-redirect", help=argparse.SUPPRESS)
     parser.add_argument(
         "--partitions",
         type=_positive,
@@ -190,7 +193,13 @@ def run(args: argparse.Namespace) -> int:
         check_outputs(out, answers)
     except ZonesError as exc:
         return _fail(str(exc), EXIT_USAGE)
-    policy = ResolvePolicy(args.default_bundles, UnownedBundleRedirect(args.unowned_redirect))
+    for option, why in (
+        ("default_bundles", RETIRED_DEFAULT_BUNDLES),
+        ("unowned_redirect", RETIRED_UNOWNED_REDIRECT),
+    ):
+        if getattr(args, option) is not None:
+            print(f"warning: --{option.replace('_', '-')} is ignored: {why}", flush=True)
+    policy = ResolvePolicy(cluster_name=args.cluster_name)
 
     started = time.perf_counter()
     try:

@@ -26,6 +26,7 @@ from lookup.view import ClusterView
 CONNECT, REDIRECT, FAILED = "connect", "redirect", "failed"
 FAILED_PREFIX = "failed:"  # summary rows of failed answers: "failed:<ServerError name>"
 UNKNOWN_BROKER = "(unknown)"  # an owner the snapshot cannot name (no brokerId, no known URL)
+PEER_CLUSTER_PREFIX = "cluster:"  # broker_id of a redirect to a peer cluster: cluster:<name>
 
 # The answer columns, in order. `zone` is the Parquet partition column.
 COLUMNS = (
@@ -153,20 +154,20 @@ def describe_failure(failure: LookupFailure) -> str:
     return f"{failure.code.name}: {failure.message}"
 
 
-def expand_topic(name: TopicName, view: ClusterView) -> list[TopicName]:
+def expand_topic(name: TopicName, view: ClusterView, policy: ResolvePolicy) -> list[TopicName]:
     """A partitioned topic's partitions (per the snapshot's partitioned-topic metadata); any
     other name as it is. Fails as the gateway's partitions lookup fails (unknown namespace)."""
     if name.is_partition:
         return [name]
-    count = resolve_partitions(name, view)
+    count = resolve_partitions(name, view, policy)
     if count == 0:
         return [name]
     return [name.partition(i) for i in range(count)]
 
 
-def _bundle_or_none(name: TopicName, view: ClusterView, policy: ResolvePolicy) -> str | None:
+def _bundle_or_none(name: TopicName, view: ClusterView) -> str | None:
     try:
-        return namespace_bundle(name, view, policy).name
+        return namespace_bundle(name, view).name
     except LookupFailure:
         return None
 
@@ -218,9 +219,9 @@ def resolve_pairs(
             failed(text, None, None, describe_failure(failure))
             continue
         try:
-            targets = expand_topic(name, view)
+            targets = expand_topic(name, view, policy)
         except LookupFailure as failure:
-            failed(name.full, None, _bundle_or_none(name, view, policy), describe_failure(failure))
+            failed(name.full, None, _bundle_or_none(name, view), describe_failure(failure))
             continue
         for target in targets:
             partition = target.partition_index if target.partition_index >= 0 else None
@@ -240,7 +241,7 @@ def resolve_pairs(
                 add_listener(listener)
                 if isinstance(answer, LookupFailure):
                     if not failure_bundle_known:
-                        failure_bundle = _bundle_or_none(target, view, policy)
+                        failure_bundle = _bundle_or_none(target, view)
                         failure_bundle_known = True
                     add_bundle(failure_bundle)
                     add_response(FAILED)
@@ -253,7 +254,11 @@ def resolve_pairs(
                     urls = answer.urls
                     add_bundle(answer.bundle.name)
                     add_response(answer.response.value)
-                    add_broker(answer.broker_id)
+                    add_broker(
+                        answer.broker_id
+                        if answer.peer_cluster is None
+                        else f"{PEER_CLUSTER_PREFIX}{answer.peer_cluster}"
+                    )
                     add_url(urls.service_url_tls if tls else urls.service_url)
                     add_url_tls(urls.service_url_tls)
                     add_authoritative(answer.authoritative)

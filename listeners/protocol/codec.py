@@ -22,9 +22,12 @@ from google.protobuf.unknown_fields import UnknownFieldSet
 
 from listeners.protocol.pulsar_api_pb2 import (
     BaseCommand,
+    CommandGetTopicsOfNamespace,
     CommandLookupTopicResponse,
     CommandPartitionedTopicMetadataResponse,
     FeatureFlags,
+    KeyValue,
+    Schema,
     ServerError,
 )
 
@@ -37,19 +40,26 @@ __all__ = [
     "LocalProtocolError",
     "LookupType",
     "RemoteProtocolError",
+    "Schema",
     "ServerError",
     "UnknownCommand",
+    "auth_response",
     "connect",
     "connected",
     "decode_command",
     "encode_command",
     "error",
+    "get_schema",
+    "get_schema_response",
+    "get_topics_of_namespace",
+    "get_topics_of_namespace_response",
     "lookup",
     "lookup_response",
     "partitioned_metadata",
     "partitioned_metadata_response",
     "ping",
     "pong",
+    "schema",
 ]
 
 #: Pulsar's broker limit: maxMessageSize (5 MiB) plus 10 KiB of frame padding. Like Netty's
@@ -277,14 +287,21 @@ def encode_command(cmd: BaseCommand, *, max_frame_size: int = DEFAULT_MAX_FRAME_
 
 
 def connected(
-    server_version: str, protocol_version: int, max_message_size: int | None = None
+    server_version: str,
+    protocol_version: int,
+    max_message_size: int | None = None,
+    feature_flags: FeatureFlags | None = None,
 ) -> bytes:
-    """CONNECTED; ``protocol_version`` should be min(client's, ours)."""
+    """CONNECTED; ``protocol_version`` should be min(client's, ours). ``feature_flags`` tells
+    the client what the server supports (a broker sets at least
+    ``supports_get_partitioned_metadata_without_auto_creation``)."""
     cmd = BaseCommand(type=BaseCommand.CONNECTED)
     cmd.connected.server_version = server_version
     cmd.connected.protocol_version = protocol_version
     if max_message_size is not None:
         cmd.connected.max_message_size = max_message_size
+    if feature_flags is not None:
+        cmd.connected.feature_flags.CopyFrom(feature_flags)
     return encode_command(cmd)
 
 
@@ -342,6 +359,61 @@ def partitioned_metadata_response(
     return encode_command(cmd)
 
 
+def get_topics_of_namespace_response(
+    request_id: int,
+    topics: list[str] | tuple[str, ...],
+    *,
+    filtered: bool = False,
+    topics_hash: str | None = None,
+    changed: bool = True,
+) -> bytes:
+    """GET_TOPICS_OF_NAMESPACE_RESPONSE. ``filtered``: the list holds only the topics matching
+    the request's pattern; ``changed=False``: the list is the one whose hash the client sent,
+    and is left empty."""
+    cmd = BaseCommand(type=BaseCommand.GET_TOPICS_OF_NAMESPACE_RESPONSE)
+    body = cmd.getTopicsOfNamespaceResponse
+    body.request_id = request_id
+    body.topics.extend(topics)
+    body.filtered = filtered
+    if topics_hash is not None:
+        body.topics_hash = topics_hash
+    body.changed = changed
+    return encode_command(cmd)
+
+
+def get_schema_response(
+    request_id: int,
+    *,
+    schema: Schema | None = None,
+    schema_version: bytes | None = None,
+    error: ServerError | None = None,
+    message: str | None = None,
+) -> bytes:
+    """GET_SCHEMA_RESPONSE: the schema and its version, or ``error`` and ``message``."""
+    cmd = BaseCommand(type=BaseCommand.GET_SCHEMA_RESPONSE)
+    body = cmd.getSchemaResponse
+    body.request_id = request_id
+    if schema is not None:
+        body.schema.CopyFrom(schema)
+    if schema_version is not None:
+        body.schema_version = schema_version
+    if error is not None:
+        body.error_code = error
+    if message is not None:
+        body.error_message = message
+    return encode_command(cmd)
+
+
+def schema(name: str, schema_type: Schema.Type, data: bytes, properties: dict[str, str]) -> Schema:
+    """A ``Schema`` message (properties in the order given)."""
+    return Schema(
+        name=name,
+        schema_data=data,
+        type=schema_type,
+        properties=[KeyValue(key=key, value=value) for key, value in properties.items()],
+    )
+
+
 def error(request_id: int, error_code: ServerError, message: str) -> bytes:
     """ERROR, the answer to a request the gateway refuses (e.g. ``NotAllowedError``)."""
     cmd = BaseCommand(type=BaseCommand.ERROR)
@@ -374,7 +446,12 @@ def connect(
     auth_data: bytes | None = None,
     proxy_to_broker_url: str | None = None,
     feature_flags: FeatureFlags | None = None,
+    original_principal: str | None = None,
+    original_auth_data: str | None = None,
+    original_auth_method: str | None = None,
 ) -> bytes:
+    """CONNECT. The ``original_*`` fields are what a proxy sends: the role (and, where
+    credentials are forwarded, the auth data and method) of the client it acts for."""
     cmd = BaseCommand(type=BaseCommand.CONNECT)
     body = cmd.connect
     body.client_version = client_version
@@ -387,6 +464,23 @@ def connect(
         body.proxy_to_broker_url = proxy_to_broker_url
     if feature_flags is not None:
         body.feature_flags.CopyFrom(feature_flags)
+    if original_principal is not None:
+        body.original_principal = original_principal
+    if original_auth_data is not None:
+        body.original_auth_data = original_auth_data
+    if original_auth_method is not None:
+        body.original_auth_method = original_auth_method
+    return encode_command(cmd)
+
+
+def auth_response(client_version: str, protocol_version: int, method: str, data: bytes) -> bytes:
+    """AUTH_RESPONSE: fresh credentials, the answer to a server's AUTH_CHALLENGE."""
+    cmd = BaseCommand(type=BaseCommand.AUTH_RESPONSE)
+    body = cmd.authResponse
+    body.client_version = client_version
+    body.protocol_version = protocol_version
+    body.response.auth_method_name = method
+    body.response.auth_data = data
     return encode_command(cmd)
 
 
@@ -407,8 +501,45 @@ def lookup(
     return encode_command(cmd)
 
 
-def partitioned_metadata(topic: str, request_id: int) -> bytes:
+def partitioned_metadata(
+    topic: str, request_id: int, *, metadata_auto_creation_enabled: bool | None = None
+) -> bytes:
+    """PARTITIONED_METADATA. ``metadata_auto_creation_enabled`` (field 6) unset means true: the
+    server may create the topic's partitioned metadata when its rules allow."""
     cmd = BaseCommand(type=BaseCommand.PARTITIONED_METADATA)
     cmd.partitionMetadata.topic = topic
     cmd.partitionMetadata.request_id = request_id
+    if metadata_auto_creation_enabled is not None:
+        cmd.partitionMetadata.metadata_auto_creation_enabled = metadata_auto_creation_enabled
+    return encode_command(cmd)
+
+
+def get_topics_of_namespace(
+    namespace: str,
+    request_id: int,
+    mode: CommandGetTopicsOfNamespace.Mode = CommandGetTopicsOfNamespace.PERSISTENT,
+    *,
+    topics_pattern: str | None = None,
+    topics_hash: str | None = None,
+) -> bytes:
+    """GET_TOPICS_OF_NAMESPACE (``namespace`` is ``tenant/ns``)."""
+    cmd = BaseCommand(type=BaseCommand.GET_TOPICS_OF_NAMESPACE)
+    body = cmd.getTopicsOfNamespace
+    body.request_id = request_id
+    body.namespace = namespace
+    body.mode = mode
+    if topics_pattern is not None:
+        body.topics_pattern = topics_pattern
+    if topics_hash is not None:
+        body.topics_hash = topics_hash
+    return encode_command(cmd)
+
+
+def get_schema(topic: str, request_id: int, schema_version: bytes | None = None) -> bytes:
+    """GET_SCHEMA; no ``schema_version`` asks for the latest schema."""
+    cmd = BaseCommand(type=BaseCommand.GET_SCHEMA)
+    cmd.getSchema.request_id = request_id
+    cmd.getSchema.topic = topic
+    if schema_version is not None:
+        cmd.getSchema.schema_version = schema_version
     return encode_command(cmd)

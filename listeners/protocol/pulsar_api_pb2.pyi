@@ -79,6 +79,66 @@ class KeyValue(_message.Message):
     value: str
     def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
 
+class Schema(_message.Message):
+    __slots__ = ("name", "schema_data", "type", "properties")
+    class Type(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        NONE: _ClassVar[Schema.Type]
+        STRING: _ClassVar[Schema.Type]
+        JSON: _ClassVar[Schema.Type]
+        PROTOBUF: _ClassVar[Schema.Type]
+        AVRO: _ClassVar[Schema.Type]
+        BOOLEAN: _ClassVar[Schema.Type]
+        INT8: _ClassVar[Schema.Type]
+        INT16: _ClassVar[Schema.Type]
+        INT32: _ClassVar[Schema.Type]
+        INT64: _ClassVar[Schema.Type]
+        FLOAT: _ClassVar[Schema.Type]
+        DOUBLE: _ClassVar[Schema.Type]
+        DATE: _ClassVar[Schema.Type]
+        TIME: _ClassVar[Schema.Type]
+        TIMESTAMP: _ClassVar[Schema.Type]
+        KEY_VALUE: _ClassVar[Schema.Type]
+        INSTANT: _ClassVar[Schema.Type]
+        LOCAL_DATE: _ClassVar[Schema.Type]
+        LOCAL_TIME: _ClassVar[Schema.Type]
+        LOCAL_DATE_TIME: _ClassVar[Schema.Type]
+        PROTOBUF_NATIVE: _ClassVar[Schema.Type]
+        AUTO_CONSUME: _ClassVar[Schema.Type]
+        EXTERNAL: _ClassVar[Schema.Type]
+    NONE: Schema.Type
+    STRING: Schema.Type
+    JSON: Schema.Type
+    PROTOBUF: Schema.Type
+    AVRO: Schema.Type
+    BOOLEAN: Schema.Type
+    INT8: Schema.Type
+    INT16: Schema.Type
+    INT32: Schema.Type
+    INT64: Schema.Type
+    FLOAT: Schema.Type
+    DOUBLE: Schema.Type
+    DATE: Schema.Type
+    TIME: Schema.Type
+    TIMESTAMP: Schema.Type
+    KEY_VALUE: Schema.Type
+    INSTANT: Schema.Type
+    LOCAL_DATE: Schema.Type
+    LOCAL_TIME: Schema.Type
+    LOCAL_DATE_TIME: Schema.Type
+    PROTOBUF_NATIVE: Schema.Type
+    AUTO_CONSUME: Schema.Type
+    EXTERNAL: Schema.Type
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_DATA_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    PROPERTIES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    schema_data: bytes
+    type: Schema.Type
+    properties: _containers.RepeatedCompositeFieldContainer[KeyValue]
+    def __init__(self, name: _Optional[str] = ..., schema_data: _Optional[bytes] = ..., type: _Optional[_Union[Schema.Type, str]] = ..., properties: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ...) -> None: ...
+
 class AuthData(_message.Message):
     __slots__ = ("auth_method_name", "auth_data")
     AUTH_METHOD_NAME_FIELD_NUMBER: _ClassVar[int]
@@ -303,8 +363,32 @@ class CommandGetTopicsOfNamespaceResponse(_message.Message):
     changed: bool
     def __init__(self, request_id: _Optional[int] = ..., topics: _Optional[_Iterable[str]] = ..., filtered: _Optional[bool] = ..., topics_hash: _Optional[str] = ..., changed: _Optional[bool] = ...) -> None: ...
 
+class CommandGetSchema(_message.Message):
+    __slots__ = ("request_id", "topic", "schema_version")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    topic: str
+    schema_version: bytes
+    def __init__(self, request_id: _Optional[int] = ..., topic: _Optional[str] = ..., schema_version: _Optional[bytes] = ...) -> None: ...
+
+class CommandGetSchemaResponse(_message.Message):
+    __slots__ = ("request_id", "error_code", "error_message", "schema", "schema_version")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    error_code: ServerError
+    error_message: str
+    schema: Schema
+    schema_version: bytes
+    def __init__(self, request_id: _Optional[int] = ..., error_code: _Optional[_Union[ServerError, str]] = ..., error_message: _Optional[str] = ..., schema: _Optional[_Union[Schema, _Mapping]] = ..., schema_version: _Optional[bytes] = ...) -> None: ...
+
 class BaseCommand(_message.Message):
-    __slots__ = ("type", "connect", "connected", "success", "error", "ping", "pong", "partitionMetadata", "partitionMetadataResponse", "lookupTopic", "lookupTopicResponse", "getTopicsOfNamespace", "getTopicsOfNamespaceResponse", "authChallenge", "authResponse")
+    __slots__ = ("type", "connect", "connected", "success", "error", "ping", "pong", "partitionMetadata", "partitionMetadataResponse", "lookupTopic", "lookupTopicResponse", "getTopicsOfNamespace", "getTopicsOfNamespaceResponse", "getSchema", "getSchemaResponse", "authChallenge", "authResponse")
     class Type(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         CONNECT: _ClassVar[BaseCommand.Type]
@@ -434,6 +518,8 @@ class BaseCommand(_message.Message):
     LOOKUPTOPICRESPONSE_FIELD_NUMBER: _ClassVar[int]
     GETTOPICSOFNAMESPACE_FIELD_NUMBER: _ClassVar[int]
     GETTOPICSOFNAMESPACERESPONSE_FIELD_NUMBER: _ClassVar[int]
+    GETSCHEMA_FIELD_NUMBER: _ClassVar[int]
+    GETSCHEMARESPONSE_FIELD_NUMBER: _ClassVar[int]
     AUTHCHALLENGE_FIELD_NUMBER: _ClassVar[int]
     AUTHRESPONSE_FIELD_NUMBER: _ClassVar[int]
     type: BaseCommand.Type
@@ -449,6 +535,8 @@ class BaseCommand(_message.Message):
     lookupTopicResponse: CommandLookupTopicResponse
     getTopicsOfNamespace: CommandGetTopicsOfNamespace
     getTopicsOfNamespaceResponse: CommandGetTopicsOfNamespaceResponse
+    getSchema: CommandGetSchema
+    getSchemaResponse: CommandGetSchemaResponse
     authChallenge: CommandAuthChallenge
     authResponse: CommandAuthResponse
-    def __init__(self, type: _Optional[_Union[BaseCommand.Type, str]] = ..., connect: _Optional[_Union[CommandConnect, _Mapping]] = ..., connected: _Optional[_Union[CommandConnected, _Mapping]] = ..., success: _Optional[_Union[CommandSuccess, _Mapping]] = ..., error: _Optional[_Union[CommandError, _Mapping]] = ..., ping: _Optional[_Union[CommandPing, _Mapping]] = ..., pong: _Optional[_Union[CommandPong, _Mapping]] = ..., partitionMetadata: _Optional[_Union[CommandPartitionedTopicMetadata, _Mapping]] = ..., partitionMetadataResponse: _Optional[_Union[CommandPartitionedTopicMetadataResponse, _Mapping]] = ..., lookupTopic: _Optional[_Union[CommandLookupTopic, _Mapping]] = ..., lookupTopicResponse: _Optional[_Union[CommandLookupTopicResponse, _Mapping]] = ..., getTopicsOfNamespace: _Optional[_Union[CommandGetTopicsOfNamespace, _Mapping]] = ..., getTopicsOfNamespaceResponse: _Optional[_Union[CommandGetTopicsOfNamespaceResponse, _Mapping]] = ..., authChallenge: _Optional[_Union[CommandAuthChallenge, _Mapping]] = ..., authResponse: _Optional[_Union[CommandAuthResponse, _Mapping]] = ...) -> None: ...
+    def __init__(self, type: _Optional[_Union[BaseCommand.Type, str]] = ..., connect: _Optional[_Union[CommandConnect, _Mapping]] = ..., connected: _Optional[_Union[CommandConnected, _Mapping]] = ..., success: _Optional[_Union[CommandSuccess, _Mapping]] = ..., error: _Optional[_Union[CommandError, _Mapping]] = ..., ping: _Optional[_Union[CommandPing, _Mapping]] = ..., pong: _Optional[_Union[CommandPong, _Mapping]] = ..., partitionMetadata: _Optional[_Union[CommandPartitionedTopicMetadata, _Mapping]] = ..., partitionMetadataResponse: _Optional[_Union[CommandPartitionedTopicMetadataResponse, _Mapping]] = ..., lookupTopic: _Optional[_Union[CommandLookupTopic, _Mapping]] = ..., lookupTopicResponse: _Optional[_Union[CommandLookupTopicResponse, _Mapping]] = ..., getTopicsOfNamespace: _Optional[_Union[CommandGetTopicsOfNamespace, _Mapping]] = ..., getTopicsOfNamespaceResponse: _Optional[_Union[CommandGetTopicsOfNamespaceResponse, _Mapping]] = ..., getSchema: _Optional[_Union[CommandGetSchema, _Mapping]] = ..., getSchemaResponse: _Optional[_Union[CommandGetSchemaResponse, _Mapping]] = ..., authChallenge: _Optional[_Union[CommandAuthChallenge, _Mapping]] = ..., authResponse: _Optional[_Union[CommandAuthResponse, _Mapping]] = ...) -> None: ...

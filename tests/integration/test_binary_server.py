@@ -198,7 +198,6 @@ def test_settings_from_config() -> None:
             "brokerMaxConnections": 7,
             "keepAliveIntervalSeconds": 12,
             "connectionHandshakeTimeoutSeconds": 3,
-            "listenerSettings": {"external": {"proxyThroughServiceUrl": True}},
         }
     )
     external = BinarySettings.from_config(config, "external")
@@ -207,12 +206,9 @@ def test_settings_from_config() -> None:
         max_connections=7,
         keep_alive_interval=12.0,
         handshake_timeout=3.0,
-        proxy_through_service_url=True,
         max_message_size=1048576,
     )
     assert external.announced_message_size == 1048576
-    assert BinarySettings.from_config(config, "internal").proxy_through_service_url is False
-    assert BinarySettings.from_config(config, None).proxy_through_service_url is False
 
 
 async def test_logs_one_line_per_socket(
@@ -301,18 +297,21 @@ async def test_listener_choice(
         assert (body.response, body.brokerServiceUrl) == (LookupType.Connect, url)
 
 
-async def test_proxy_through_service_url_is_per_listener_setting(source: FileSource) -> None:
-    settings = BinarySettings(
-        max_frame_size=64 * 1024,
-        max_connections=0,
-        keep_alive_interval=0,
-        handshake_timeout=WAIT,
-        proxy_through_service_url=True,
-    )
-    async with serving(source, settings=settings) as server, client(server) as raw:
-        body = lookup_body(await raw.lookup(TOPIC_B1))
-        assert body.response == LookupType.Connect
-        assert body.proxy_through_service_url is True
+async def test_a_connect_that_asks_to_be_proxied_gets_an_error_and_is_closed(
+    source: FileSource,
+) -> None:
+    # A client told to proxy through its service URL would send its producers here next: the
+    # gateway says at once that it relays nothing, instead of a CONNECTED that leads nowhere.
+    async with serving(source) as server, client(server, handshake=False) as raw:
+        raw.send(codec.connect("raw-test-client", 21, proxy_to_broker_url="pulsar://b1:6650"))
+        answer = await raw.expect()
+        assert answer.type == BaseCommand.ERROR
+        assert answer.error.error == ServerError.NotAllowedError
+        assert "does not proxy" in answer.error.message
+        assert await raw.closed()
+    async with serving(source) as server, client(server, handshake=False) as raw:
+        raw.send(codec.connect("raw-test-client", 21, proxy_to_broker_url=""))
+        assert (await raw.expect()).type == BaseCommand.CONNECTED  # blank: not asked
 
 
 @pytest.mark.parametrize(
@@ -416,9 +415,8 @@ async def test_a_second_connect_closes_the_connection(source: FileSource) -> Non
 async def test_unsupported_commands_are_refused_and_the_connection_stays(
     source: FileSource,
 ) -> None:
-    get_topics = BaseCommand(type=BaseCommand.GET_TOPICS_OF_NAMESPACE)
-    get_topics.getTopicsOfNamespace.request_id = 31
-    get_topics.getTopicsOfNamespace.namespace = "public/default"
+    # Topic-list watchers are not served (CONNECTED says supports_topic_watchers=false).
+    watch = raw_command(BaseCommand.WATCH_TOPIC_LIST, varint_field(1, 31) + varint_field(2, 5))
     subscribe_body = (
         b"\x0a\x01t" + b"\x12\x01s" + varint_field(3, 0) + varint_field(4, 1) + varint_field(5, 32)
     )
@@ -426,7 +424,7 @@ async def test_unsupported_commands_are_refused_and_the_connection_stays(
         for frame, request_id, named in [
             (producer_command(TOPIC_B1, 1, 77), 77, "PRODUCER"),
             (raw_command(BaseCommand.SUBSCRIBE, subscribe_body), 32, "SUBSCRIBE"),
-            (codec.encode_command(get_topics), 31, "GET_TOPICS_OF_NAMESPACE"),
+            (watch, 31, "WATCH_TOPIC_LIST"),
             (raw_command(99), 0, "99"),
             (raw_command(BaseCommand.SEEK), 0, "SEEK"),  # no body: no request id to read
         ]:

@@ -30,6 +30,7 @@ from listeners.endpoints import Endpoint, Scheme
 from listeners.socket_table import SocketSpec
 from lookup.bundles import topic_hash
 from lookup.errors import FailureKind, LookupFailure
+from lookup.resolve import ResolvePolicy
 from lookup.service import LookupService
 from lookup.source import SourceStatus
 from lookup.view import ClusterView
@@ -66,6 +67,7 @@ def gateway_cluster(**kwargs: Any) -> dict[str, Any]:
     for bundle, i in owned.items():
         nodes[f"/namespace/{NS}/{bundle}"]["advertisedListeners"]["zone"] = zone_listener(i)
     nodes[f"/admin/partitioned-topics/{NS}/persistent/orders"] = {"partitions": 4}
+    nodes[f"/managed-ledgers/{NS}/persistent/plain"] = {}  # a topic that exists
     return nodes
 
 
@@ -323,17 +325,19 @@ async def test_unowned_bundle_redirects_to_the_leader(
     assert sample == 1.0
 
 
-async def test_redirect_without_leader_is_authoritative(tmp_path: Path) -> None:
+async def test_redirect_without_leader_is_never_authoritative(tmp_path: Path) -> None:
     async with (
         file_service(tmp_path, gateway_cluster(leader=None)) as service,
         serving(service, "zone") as server,
         aiohttp.ClientSession() as session,
     ):
         reply = await get(session, server, f"{LOOKUP}/{UNOWNED_TOPIC}")
-    # the least loaded broker (b1, usage 0.1) will take ownership: authoritative=true
+    # A live broker chosen by the bundle's hash looks the bundle up itself (its load manager
+    # places it): authoritative=false, so it does not simply take the bundle.
     assert reply.status == 307
-    assert reply.headers["Location"] == (
-        f"http://zone.b1:8080{LOOKUP}/{UNOWNED_TOPIC}?authoritative=true&listenerName=zone"
+    assert re.fullmatch(
+        rf"http://zone\.b[123]:8080{LOOKUP}/{UNOWNED_TOPIC}\?authoritative=false&listenerName=zone",
+        reply.headers["Location"],
     )
 
 
@@ -370,10 +374,11 @@ async def test_redirect_over_tls_prefers_the_targets_https_url(
     ):
         over_tls = await get(session, https, path, ssl_context=client_ctx)
         over_plain = await get(session, http, path)
-        # the target has no https URL for 'zone': plain http even over TLS
+        # the target has no https URL for 'zone': 412, never a downgrade to plain http
         zone = await get(
             session, https, f"{LOOKUP}/{UNOWNED_TOPIC}?listenerName=zone", ssl_context=client_ctx
         )
+        zone_plain = await get(session, http, f"{LOOKUP}/{UNOWNED_TOPIC}?listenerName=zone")
     query = "?authoritative=false&listenerName=external"
     assert over_tls.status == over_plain.status == 307
     assert over_tls.headers["Location"] == (
@@ -381,7 +386,9 @@ async def test_redirect_over_tls_prefers_the_targets_https_url(
     )
     # the listener's only web URL is https: a plain request goes there too, never elsewhere
     assert over_plain.headers["Location"] == over_tls.headers["Location"]
-    assert zone.headers["Location"].startswith("http://zone.b1:8080/")
+    assert zone.status == 412 and "Location" not in zone.headers
+    assert "no https URL on listener 'zone'" in zone.json()["reason"]
+    assert zone_plain.headers["Location"].startswith("http://zone.b1:8080/")
 
 
 # -- bundle and partitions ---------------------------------------------------------------------
@@ -400,7 +407,14 @@ async def test_bundle_route(gw: Gateway) -> None:
         ("/admin/v2/persistent/public/default/orders/partitions", 4),
         ("/admin/v2/persistent/public/default/orders/partitions?checkAllowAutoCreation=true", 4),
         ("/admin/v2/persistent/public/default/plain/partitions?checkAllowAutoCreation=false", 0),
-        ("/admin/v2/non-persistent/public/default/orders/partitions", 0),
+        # Without the parameter a non-persistent topic's existence is a broker's to tell;
+        # with it, one that would be created non-partitioned is answered here.
+        (
+            "/admin/v2/non-persistent/public/default/orders/partitions?checkAllowAutoCreation=true",
+            0,
+        ),
+        # A missing topic that may be created (allowAutoTopicCreation, non-partitioned): 0.
+        ("/admin/v2/persistent/public/default/new/partitions?checkAllowAutoCreation=true", 0),
     ],
 )
 async def test_partitions_route(gw: Gateway, path: str, partitions: int) -> None:
@@ -448,6 +462,23 @@ def _malformed() -> dict[str, Any]:
     return nodes
 
 
+def _geo(replication: list[str], peers: list[str], **policies: Any) -> dict[str, Any]:
+    nodes = gateway_cluster()
+    nodes[f"/admin/policies/{NS}"] |= {"replication_clusters": replication, **policies}
+    nodes["/admin/clusters/west"] = {"peerClusterNames": peers}
+    return nodes
+
+
+def _extensible_state(state: dict[str, Any]) -> dict[str, Any]:
+    nodes = gateway_cluster()
+    for i in (1, 2, 3):
+        nodes[f"/loadbalance/brokers/{broker_id(i)}"]["loadManagerClassName"] = (
+            "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl"
+        )
+    nodes[f"/service_unit_state/{NS}/{OWNED_BUNDLE}"] = state
+    return nodes
+
+
 @dataclass(frozen=True)
 class FailureCase:
     kind: FailureKind
@@ -456,6 +487,7 @@ class FailureCase:
     nodes: dict[str, Any] | None = field(default_factory=gateway_cluster)  # None: unreachable
     max_concurrent: int = 50_000
     header: str | None = None
+    cluster_name: str | None = None  # clusterName (geo-replication checks)
 
 
 FAILURES = [
@@ -516,14 +548,60 @@ FAILURES = [
         f"/namespace/{NS}/{OWNED_BUNDLE}",
         _malformed(),
     ),
+    FailureCase(
+        # Without checkAllowAutoCreation a missing topic is not found, as the broker answers.
+        FailureKind.TOPIC_NOT_FOUND,
+        "/admin/v2/persistent/public/default/missing/partitions",
+        "Topic not found persistent://public/default/missing",
+    ),
+    FailureCase(
+        # Schemas live in BookKeeper: with no broker link there is no one to ask.
+        FailureKind.BROKER_UNAVAILABLE,
+        "/admin/v2/schemas/public/default/t/schema",
+        "needs a broker",
+    ),
+    FailureCase(
+        FailureKind.NAMESPACE_DELETED,
+        f"{LOOKUP}/{OWNED_TOPIC}",
+        "Namespace is deleted",
+        _geo(["west"], [], deleted=True),
+    ),
+    FailureCase(
+        FailureKind.NOT_IN_CLUSTER,
+        f"{LOOKUP}/{OWNED_TOPIC}",
+        "missing local cluster name",
+        _geo(["east"], ["south"]),
+        cluster_name="west",
+    ),
+    FailureCase(
+        FailureKind.PEER_CLUSTER_MISSING,
+        "/admin/v2/persistent/public/default/t/partitions",
+        "Peer cluster east data not found",
+        _geo(["east"], ["east"]),
+        cluster_name="west",
+    ),
+    FailureCase(
+        FailureKind.OWNER_INACTIVE,
+        f"{LOOKUP}/{OWNED_TOPIC}",
+        "is not registered",
+        _extensible_state({"state": "Owned", "dstBroker": "gone:8080"}),
+    ),
+    FailureCase(
+        FailureKind.BUNDLE_DELETED,
+        f"{LOOKUP}/{OWNED_TOPIC}",
+        "is deleted",
+        _extensible_state({"state": "Deleted", "sourceBroker": broker_id(1)}),
+    ),
 ]
 
 
-# Answered over HTTP by tests/integration/test_auth.py (they need an authenticator).
+# Answered over HTTP by tests/integration/test_auth.py (they need an authenticator), and by
+# test_redirect_over_tls_prefers_the_targets_https_url (an https socket).
 ACCESS_KINDS = {
     FailureKind.NOT_AUTHENTICATED,
     FailureKind.NOT_AUTHORIZED,
     FailureKind.LISTENER_NOT_ALLOWED,
+    FailureKind.NO_TLS_REDIRECT,
 }
 
 
@@ -541,8 +619,11 @@ async def test_failure_status_and_reason(tmp_path: Path, case: FailureCase) -> N
             async with serving(service) as server:
                 reply = await get(session, server, case.path)
         else:
+            policy = ResolvePolicy(cluster_name=case.cluster_name)
             async with (
-                file_service(tmp_path, nodes, max_concurrent=case.max_concurrent) as service,
+                file_service(
+                    tmp_path, nodes, max_concurrent=case.max_concurrent, policy=policy
+                ) as service,
                 serving(service) as server,
             ):
                 headers = {"X-Pulsar-ListenerName": case.header} if case.header else None
@@ -556,6 +637,13 @@ async def test_failure_status_and_reason(tmp_path: Path, case: FailureCase) -> N
         FailureKind.METADATA_UNAVAILABLE: 503,
         FailureKind.BUNDLE_UNLOADING: 503,
         FailureKind.METADATA_MALFORMED: 500,
+        FailureKind.NAMESPACE_DELETED: 404,
+        FailureKind.NOT_IN_CLUSTER: 412,
+        FailureKind.PEER_CLUSTER_MISSING: 404,
+        FailureKind.OWNER_INACTIVE: 503,
+        FailureKind.BUNDLE_DELETED: 503,
+        FailureKind.TOPIC_NOT_FOUND: 404,
+        FailureKind.BROKER_UNAVAILABLE: 503,
     }[case.kind]
     assert reply.status == expected, reply.text
     assert reply.headers["Content-Type"].startswith("application/json")

@@ -29,11 +29,13 @@ from hypothesis import strategies as st
 
 from http_api.app import build_app
 from http_api.server import SERVER_NAME, HttpServer
+from listeners.broker_link import BrokerLink
 from listeners.endpoints import Endpoint, Scheme
 from listeners.socket_table import SocketSpec
 from lookup.service import LookupService
 from metadata_store.file import FileSource
 from metadata_store.synthetic import cluster
+from tests.broker_peer import BrokerPeer
 
 OWNED = {"0x00000000_0x40000000": 1, "0x40000000_0x80000000": 2, "0xc0000000_0xffffffff": 3}
 FUZZ_SETTINGS = settings(
@@ -54,6 +56,10 @@ class BackgroundGateway:
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.source = FileSource(snapshot, poll_interval=60)
         self.server: HttpServer | None = None
+        # A test peer plays every broker on the internal listener, so that the routes that
+        # forward to a broker (schemas, non-persistent topics) have one to ask on 127.0.0.1.
+        self.broker = BrokerPeer(name="fuzz-broker")
+        self.link: BrokerLink | None = None
 
     def __enter__(self) -> BackgroundGateway:
         self.thread.start()
@@ -74,17 +80,29 @@ class BackgroundGateway:
                 self.loop.close()
 
     async def _start(self) -> None:
+        await self.broker.start()
+        nodes = json.loads(self.snapshot.read_text())
+        for path, node in nodes.items():
+            if path.startswith("/loadbalance/brokers/"):
+                node["advertisedListeners"]["internal"]["brokerServiceUrl"] = self.broker.url
+        self.snapshot.write_text(json.dumps(nodes))
         await self.source.start()
         service = LookupService(self.source, internal_listener="internal")
+        self.link = BrokerLink(service)
         spec = SocketSpec(Endpoint(Scheme.HTTP, "127.0.0.1", 0), self.listener, "fuzz socket")
         table: list[dict[str, object]] = [{"url": spec.endpoint.url, "listener": self.listener}]
-        app = build_app(service, listener=self.listener, listener_table=table)
+        app = build_app(
+            service, listener=self.listener, listener_table=table, broker_link=self.link
+        )
         self.server = HttpServer(spec, app)
         await self.server.start()
 
     async def _stop(self) -> None:
         if self.server is not None:
             await self.server.stop(5)
+        if self.link is not None:
+            await self.link.close()
+        await self.broker.stop()
         await self.source.close()
 
     @property

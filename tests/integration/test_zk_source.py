@@ -11,9 +11,11 @@ import pytest
 from kazoo.client import KazooClient
 
 from lookup.errors import FailureKind, LookupFailure, ServerError
-from lookup.resolve import ResolvePolicy, ResponseKind, UnownedBundleRedirect
+from lookup.resolve import ResponseKind, resolve
 from lookup.selection import ChoiceSource, ListenerChoice
 from lookup.service import LookupService
+from lookup.topics import TopicName
+from lookup.view import ClusterView
 from metadata_store.admin import connected, encode, seed
 from metadata_store.embedded_zookeeper import EmbeddedZooKeeper
 from metadata_store.file import FileSource
@@ -125,29 +127,45 @@ async def test_a_bundle_taken_after_the_first_lookup_is_seen(
     await eventually(owned)
 
 
+def _hash_pick(nodes: dict[str, Any]) -> str | None:
+    """The broker resolve() sends an unowned bundle to, on a snapshot of `nodes`."""
+    view = ClusterView.from_snapshot(nodes)
+    return resolve(TopicName.parse(IN_LAST), EXTERNAL, view).broker_id
+
+
 async def test_brokers_joining_and_leaving_and_leader_change(
     running: LookupService, zk_admin: KazooClient
 ) -> None:
-    running.policy = ResolvePolicy(unowned_redirect=UnownedBundleRedirect.LEAST_LOADED)
-    assert await owner_of(running, IN_LAST) == broker_id(1)  # usage 0.1, the lowest
-    zk_admin.create("/loadbalance/brokers/b9:8080", encode(broker_node(9, usage=0.01)))
+    # Without a leader node, an unowned bundle goes to the live broker its hash picks; find a
+    # newcomer the hash prefers to the three brokers there are.
+    nodes = cluster(owned={FIRST: 1}, leader=None)
+    before = _hash_pick(nodes)
+    newcomer = next(
+        broker_id(i)
+        for i in range(4, 400)
+        if _hash_pick(nodes | {f"/loadbalance/brokers/{broker_id(i)}": broker_node(i)})
+        == broker_id(i)
+    )
+    zk_admin.delete("/loadbalance/leader")
+
+    async def leaderless() -> bool:
+        return await owner_of(running, IN_LAST) == before
+
+    await eventually(leaderless)
+    number = int(newcomer.removeprefix("b").removesuffix(":8080"))
+    zk_admin.create(f"/loadbalance/brokers/{newcomer}", encode(broker_node(number)))
 
     async def joined() -> bool:
-        return await owner_of(running, IN_LAST) == "b9:8080"
+        return await owner_of(running, IN_LAST) == newcomer
 
     await eventually(joined)
-    zk_admin.delete("/loadbalance/brokers/b9:8080")
-
-    async def left() -> bool:
-        return await owner_of(running, IN_LAST) == broker_id(1)
-
-    await eventually(left)
-    running.policy = ResolvePolicy()  # leader redirects
-    assert await owner_of(running, IN_LAST) == broker_id(1)
-    zk_admin.set("/loadbalance/leader", encode({"brokerId": broker_id(2)}))
+    zk_admin.delete(f"/loadbalance/brokers/{newcomer}")
+    await eventually(leaderless)
+    zk_admin.create("/loadbalance/leader", encode({"brokerId": broker_id(2)}))
 
     async def new_leader() -> bool:
-        return await owner_of(running, IN_LAST) == broker_id(2)
+        answer = await running.lookup(IN_LAST, EXTERNAL, "test")
+        return answer.broker_id == broker_id(2) and answer.authoritative is False
 
     await eventually(new_leader)
 

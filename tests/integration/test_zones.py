@@ -32,9 +32,9 @@ from http_api.app import build_app
 from http_api.server import HttpServer
 from listeners.endpoints import Endpoint, Scheme
 from listeners.socket_table import SocketSpec
-from lookup.bundles import NamespaceBundles, topic_hash
+from lookup.bundles import topic_hash
 from lookup.errors import LookupFailure
-from lookup.resolve import ResolvePolicy, UnownedBundleRedirect, resolve, resolve_partitions
+from lookup.resolve import ResolvePolicy, resolve, resolve_partitions
 from lookup.service import LookupService
 from lookup.topics import TopicName
 from lookup.view import ClusterView
@@ -83,12 +83,8 @@ ORDERS_OWNERS = {  # bundle -> (broker, ownership node carries listeners, disabl
     "0xa0000000_0xc0000000": (1, True, True),  # being unloaded
 }  # 0xc0000000_0xffffffff: nobody
 DEFAULT_OWNERS = {"0x00000000_0x40000000": 1, "0x40000000_0x80000000": 2}
-EVENTS_OWNERS = {
-    "0x00000000_0x40000000": 2,
-    "0x40000000_0x80000000": 3,
-    "0x80000000_0xc0000000": 4,
-    "0xc0000000_0xffffffff": 1,
-}
+# acme/events has no bundle data: one bundle over the whole range, as on Pulsar's brokers.
+EVENTS_OWNERS = {"0x00000000_0xffffffff": 4}
 PARTITIONED = {f"orders-p{k}": 1 + k % 6 for k in range(20)}
 NP_PARTITIONED = {f"stream-{k}": 2 + k % 3 for k in range(5)}
 INVALID = [
@@ -149,7 +145,7 @@ def cluster_nodes() -> dict[str, Any]:
     }
     for bundle, (i, listeners, disabled) in ORDERS_OWNERS.items():
         owner("acme/orders", bundle, i, listeners, disabled)
-    nodes["/admin/policies/acme/events"] = {"replication_clusters": ["test"]}  # default bundles
+    nodes["/admin/policies/acme/events"] = {"replication_clusters": ["test"]}  # no bundles
     for bundle, i in EVENTS_OWNERS.items():
         owner("acme/events", bundle, i, True, False)
     for name, count in PARTITIONED.items():
@@ -454,10 +450,10 @@ def test_hand_checked_answers(zone_run: Run) -> None:
             "MetadataError: Namespace bundle acme/orders/0xa0000000_0xc0000000 is being unloaded"
         )
 
-    # No bundle policy: the default 4 bundles.
+    # No bundle data: one bundle over the whole hash range.
     events = _rows(zone_run, _topic("acme/events", "e", 0x80000000, 0xC0000000, 500))
     assert events["dc"]["broker_id"] == "b4:8080"
-    assert events["dc"]["bundle"] == "0x80000000_0xc0000000"
+    assert events["dc"]["bundle"] == "0x00000000_0xffffffff"
 
     ghost = _rows(zone_run, "persistent://ghost/ns/g7")
     assert ghost["dc"]["error"] == "MetadataError: Policies not found for ghost/ns namespace"
@@ -659,9 +655,7 @@ def test_cli_with_a_snapshot_file_text_and_csv_topics(
     )
     (tmp_path / "zones.csv").write_text("dc,internal\ndmz,dmz\n")
     zones = [Zone("dc", "internal"), Zone("dmz", "dmz")]
-    policy = ResolvePolicy(8, UnownedBundleRedirect.LEAST_LOADED)
-    want = expected_rows(texts, zones, policy, nodes)
-    eight = set(NamespaceBundles.equal(8).names())
+    want = expected_rows(texts, zones, ResolvePolicy(), nodes)
     for kind in ("txt", "csv"):
         out = tmp_path / f"out-{kind}"
         code = cli(
@@ -678,15 +672,19 @@ def test_cli_with_a_snapshot_file_text_and_csv_topics(
         assert code == 0
         printed = capsys.readouterr().out
         assert "warning: zone dmz: listener 'dmz' is missing on 2 of 4 brokers" in printed
+        # The retired options are accepted and reported as ignored.
+        assert "warning: --default-bundles is ignored" in printed
+        assert "warning: --unowned-redirect is ignored" in printed
         assert "ZONE" in printed and "failed:InvalidTopicName" in printed
         assert f"resolved {2 * (len(texts) + 3)} (topic, zone) pairs" in printed
         rows = read_answers(out / "answers")
         assert Counter(as_row(r, keep_bundle=False) for r in rows) == want
         events = [r for r in rows if "/acme/events/" in (r["topic"] or "")]
-        # 8 default bundles, none of them owned: least-loaded redirects, authoritative.
-        assert {r["bundle"] for r in events} <= eight
-        assert {(r["response"], r["broker_id"], r["authoritative"]) for r in events} == {
-            ("redirect", "b1:8080", True)
+        # No bundle data: the one full bundle, owned by b4 (which has no dmz listener).
+        assert {r["bundle"] for r in events} == {"0x00000000_0xffffffff"}
+        dc = [r for r in events if r["zone"] == "dc"]
+        assert {(r["response"], r["broker_id"], r["authoritative"]) for r in dc} == {
+            ("connect", "b4:8080", True)
         }
         assert (out / "summary.csv").exists() and (out / "share.png").exists()
 

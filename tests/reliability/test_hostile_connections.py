@@ -15,6 +15,7 @@ from listeners.protocol.pulsar_api_pb2 import BaseCommand
 from metadata_store.embedded_zookeeper import EmbeddedZooKeeper
 from metadata_store.synthetic import cluster, topic_in_range
 from tests.broker_peer import RawClient
+from tests.neighbours import refusals
 from tests.reliability.harness import binary_port, gateway_on, rss_mib
 from tests.waiting import eventually
 
@@ -102,10 +103,13 @@ async def test_connections_are_capped_per_client_address(
                 await again.close()
 
         await eventually(slot_freed)
+        registry = gateway.service.metrics.registry
+        counted = refusals(registry, "internal", "max-connections-per-ip")
         for client in [*held[1:], *refused, other]:
             await client.close()
     print(f"\nmaxConnectionsPerIp=3: {closed} of 20 extra connections from one address closed")
     assert closed == 20
+    assert counted >= 20  # (slot_freed's tries may be refused too before a slot frees)
 
 
 async def test_idle_strangers_cannot_lock_clients_out_for_longer_than_the_deadline(
@@ -122,10 +126,16 @@ async def test_idle_strangers_cannot_lock_clients_out_for_longer_than_the_deadli
         async with await RawClient.open("127.0.0.1", port) as legit:
             await legit.handshake()
             assert (await legit.lookup(KNOWN)).lookupTopicResponse.brokerServiceUrl
+        registry = gateway.service.metrics.registry
+        counted = {
+            reason: refusals(registry, "internal", reason)
+            for reason in ("max-connections", "handshake-timeout")
+        }
         for client in [*idle, locked_out]:
             await client.close()
     print(f"\nbrokerMaxConnections=20: {closed} idle pre-CONNECT connections closed at 1 s")
     assert closed == 20
+    assert counted == {"max-connections": 1, "handshake-timeout": 20}
 
 
 @pytest.mark.parametrize(("claimed", "answered"), [(-5, 0), (0, 0), (10_000, None)])

@@ -21,6 +21,7 @@ import pytest
 from http_api.server import HttpServer
 from metadata_store.embedded_zookeeper import EmbeddedZooKeeper
 from metadata_store.synthetic import cluster
+from tests.neighbours import refusals
 from tests.processes import DEMO, EXE, LISTENING
 from tests.reliability.harness import gateway_on, http_url
 
@@ -153,6 +154,11 @@ async def test_silent_connections_lock_clients_out_for_one_deadline_at_most(
         for _, writer in silent:
             writer.close()
         refused, timed_out = server.refused_connections, server.timed_out_connections
+        registry = gateway.service.metrics.registry
+        counted = {
+            reason: refusals(registry, "internal", reason)
+            for reason in ("max-connections", "request-head-timeout")
+        }
     print(
         f"\nsilent flood: cap {cap}, {flood} connections: {held} held, {refused} refused at "
         f"accept, {timed_out} closed at the {deadline}s deadline; a client was served "
@@ -162,3 +168,5 @@ async def test_silent_connections_lock_clients_out_for_one_deadline_at_most(
     assert refused >= flood - cap
     assert timed_out == cap
     assert served_after is not None
+    # the same refusals, as /metrics shows them
+    assert counted == {"max-connections": refused, "request-head-timeout": timed_out}

@@ -19,7 +19,8 @@ CONFIGS = sorted((ROOT / "configs").glob("*.conf"))
 def test_check_config_accepts_every_shipped_config(
     conf: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # The shipped configs name files of the host they are written for (/etc/pulsar-gateway/...).
+    # The shipped configs name files of the host they are written for
+    # (/etc/pulsar-lookup-gateway/...).
     assert main(["check-config", "--config", str(conf), "--no-host-checks"]) == 0
     out = capsys.readouterr().out
     assert "ADDRESS" in out and "LISTENER" in out

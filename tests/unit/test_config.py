@@ -18,7 +18,6 @@ from listeners.config import (
     validate_raw,
 )
 from listeners.endpoints import Scheme
-from lookup.resolve import UnownedBundleRedirect
 
 BASE = "metadataStoreUrl=zk:127.0.0.1:2181\n"
 TWO = "advertisedListeners=internal:pulsar://10.0.0.1:6650,external:pulsar://gw.example.com:6650\n"
@@ -49,9 +48,9 @@ def test_defaults_open_the_legacy_ports_untagged() -> None:
         ("http://0.0.0.0:8080", None, "webServicePort"),
     ]
     assert config.internal_listener_name is None
-    assert config.default_number_of_namespace_bundles == 4
     assert config.max_concurrent_lookup_request == 50_000
-    assert config.unowned_bundle_redirect is UnownedBundleRedirect.LEADER
+    assert config.configuration_metadata_store_url is None
+    assert config.cluster_name is None
 
 
 def test_properties_syntax() -> None:
@@ -259,8 +258,7 @@ def test_all_four_schemes_in_one_listener() -> None:
         ("brokerServicePortTls=6651", "brokerServicePortTls is a TLS socket but no TLS material"),
         ("webServicePort=http", "webServicePort (test.conf:2): Input should be a valid integer"),
         ("webServicePort=70000", "less than or equal to 65535"),
-        ("defaultNumberOfNamespaceBundles=0", "greater than or equal to 1"),
-        ("unownedBundleRedirect=random", "'leader' or 'least-loaded'"),
+        ("configurationMetadataStoreUrl=zoo:h:1", "'zoo:h:1' is neither zk:"),
         ("tlsRequireTrustedClientCertOnConnect=maybe", "valid boolean"),
         ("tlsKeyStoreType=JKS", "'JKS' is not PEM or PKCS12"),
     ],
@@ -392,3 +390,40 @@ def test_a_listener_with_its_own_material_needs_no_global_material() -> None:
 )
 def test_per_listener_key_errors(line: str, expected: str) -> None:
     assert expected in only_problem(BASE + "advertisedListeners=a:pulsar://h:1\n" + line + "\n")
+
+
+def test_configuration_store_and_cluster_name() -> None:
+    config = load(
+        BASE + "configurationMetadataStoreUrl=zk:zk-g:2181/global\nclusterName=us-west\n"
+    ).config
+    assert str(config.configuration_metadata_store_url) == "zk:zk-g:2181/global"
+    assert config.resolve_policy().cluster_name == "us-west"
+    # Pulsar's older key, and blank values meaning unset.
+    legacy = load(BASE + "configurationStoreServers=zk-g:2181\n").config
+    assert str(legacy.configuration_metadata_store_url) == "zk:zk-g:2181"
+    blank = load(BASE + "configurationMetadataStoreUrl=\nclusterName= \n")
+    assert blank.config.configuration_metadata_store_url is None
+    assert blank.config.cluster_name is None and blank.warnings == []
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ("unownedBundleRedirect=least-loaded", "always gets a non-authoritative redirect"),
+        ("unownedBundleRedirect=leader", "always gets a non-authoritative redirect"),
+        ("defaultNumberOfNamespaceBundles=16", "one bundle over the whole hash range"),
+    ],
+)
+def test_retired_keys_still_load_with_a_warning_saying_why(line: str, why: str) -> None:
+    [warning] = load(BASE + line + "\n").warnings
+    key = line.split("=")[0]
+    assert warning.startswith(f"{key} (test.conf:2): ")
+    assert why in warning and warning.endswith("; ignored")
+
+
+def test_proxy_through_service_url_is_refused_when_true() -> None:
+    listeners = "advertisedListeners=edge:pulsar://gw:6650\n"
+    message = only_problem(BASE + listeners + "listener.edge.proxyThroughServiceUrl=true\n")
+    assert message.startswith("listener.edge.proxyThroughServiceUrl (test.conf:3): ")
+    assert "answers lookups only" in message and "proxy_to_broker_url" in message
+    assert load(BASE + listeners + "listener.edge.proxyThroughServiceUrl=false\n").warnings == []

@@ -26,6 +26,14 @@ EXPECTED_STATUS = {
     FailureKind.NOT_AUTHENTICATED: 401,
     FailureKind.NOT_AUTHORIZED: 403,
     FailureKind.LISTENER_NOT_ALLOWED: 400,
+    FailureKind.NAMESPACE_DELETED: 404,
+    FailureKind.PEER_CLUSTER_MISSING: 404,
+    FailureKind.NOT_IN_CLUSTER: 412,
+    FailureKind.OWNER_INACTIVE: 503,
+    FailureKind.BUNDLE_DELETED: 503,
+    FailureKind.NO_TLS_REDIRECT: 412,
+    FailureKind.TOPIC_NOT_FOUND: 404,
+    FailureKind.BROKER_UNAVAILABLE: 503,
 }
 
 
@@ -79,11 +87,6 @@ ROUTE = "/lookup/v2/topic/persistent/public/default"
     [
         (redirect(), False, f"http://b2:8080{ROUTE}/t?authoritative=false&listenerName=edge"),
         (redirect(), True, f"https://b2:8443{ROUTE}/t?authoritative=false&listenerName=edge"),
-        (
-            redirect(https=None, authoritative=True),
-            True,
-            f"http://b2:8080{ROUTE}/t?authoritative=true&listenerName=edge",
-        ),
         (  # only an https URL: use it even for a plain request
             redirect(http=None),
             False,
@@ -114,6 +117,15 @@ ROUTE = "/lookup/v2/topic/persistent/public/default"
 )
 def test_redirect_location(answer: LookupAnswer, secure: bool, location: str) -> None:
     assert redirect_location(answer, secure=secure) == location
+
+
+def test_an_https_lookup_is_never_redirected_to_http() -> None:
+    # The target has only a plain web URL: Pulsar answers 412, never a downgrade to http://.
+    with pytest.raises(LookupFailure) as failure:
+        redirect_location(redirect(https=None, authoritative=True), secure=True)
+    assert failure.value.kind is FailureKind.NO_TLS_REDIRECT
+    assert failure_response(failure.value).status == 412
+    assert "b2" not in failure.value.message
 
 
 def test_redirect_without_any_http_url_is_no_broker() -> None:

@@ -14,7 +14,7 @@ from lookup.model import (
     parse_policies,
 )
 from lookup.topics import NamespaceName, TopicName
-from lookup.view import ClusterView
+from lookup.view import ClusterView, SplitView
 from metadata_store.synthetic import broker_node
 
 PATH = "/loadbalance/brokers/b1:8080"
@@ -129,17 +129,52 @@ def test_malformed_registration_is_left_out_of_the_registry_but_named() -> None:
         view.broker("b2:8080")
 
 
-def test_bundles_prefer_local_policies_then_policies_then_default() -> None:
+def test_bundles_prefer_local_policies_then_policies_then_one_full_bundle() -> None:
+    # As Pulsar's NamespaceBundleFactory: no bundle data means one bundle over the whole range
+    # (defaultNumberOfNamespaceBundles is applied when a namespace is created, not here).
     ns = NamespaceName("a", "b")
     view = ClusterView.from_snapshot({"/admin/policies/a/b": {}})
-    assert view.bundles(ns, 8) is not None
-    assert len(view.bundles(ns, 8).ranges) == 8  # type: ignore[union-attr]
-    view.put_json("/admin/policies/a/b", {"bundles": {"boundaries": ["0x00000000", "0xffffffff"]}})
-    assert len(view.bundles(ns, 8).ranges) == 1  # type: ignore[union-attr]
+    assert view.bundles(ns) is not None
+    assert view.bundles(ns).names() == ["0x00000000_0xffffffff"]  # type: ignore[union-attr]
+    four = ["0x00000000", "0x40000000", "0x80000000", "0xc0000000", "0xffffffff"]
+    view.put_json("/admin/policies/a/b", {"bundles": {"boundaries": four}})
+    assert len(view.bundles(ns).ranges) == 4  # type: ignore[union-attr]
     split = ["0x00000000", "0x10000000", "0xffffffff"]
     view.put_json("/admin/local-policies/a/b", {"bundles": {"boundaries": split}})
-    assert view.bundles(ns, 8).names() == [  # type: ignore[union-attr]
+    assert view.bundles(ns).names() == [  # type: ignore[union-attr]
         "0x00000000_0x10000000",
         "0x10000000_0xffffffff",
     ]
-    assert view.bundles(NamespaceName("a", "missing"), 8) is None
+    # A local-policies node without bundle data wins over the policies' data, as on brokers.
+    view.put_json("/admin/local-policies/a/b", {"bookieAffinityGroup": None})
+    assert view.bundles(ns).names() == ["0x00000000_0xffffffff"]  # type: ignore[union-attr]
+    assert view.bundles(NamespaceName("a", "missing")) is None
+
+
+def test_a_split_view_reads_each_path_from_its_store() -> None:
+    local = ClusterView.from_snapshot(
+        {
+            PATH: broker_node(1),
+            "/namespace/a/b/0x00000000_0xffffffff": {"nativeUrl": "pulsar://10.0.0.1:6650"},
+            "/admin/local-policies/a/b": {"bundles": {"boundaries": ["0x00000000", "0xffffffff"]}},
+        }
+    )
+    configuration = ClusterView(complete=False)  # a cache: what it lacks must be fetched
+    view = SplitView(local, configuration)
+    ns = NamespaceName("a", "b")
+    with pytest.raises(NodeNotLoaded) as missing:
+        view.policies(ns)
+    assert missing.value.path == "/admin/policies/"  # asked of the configuration store
+    configuration.set_children("/admin/policies", ["a"])
+    configuration.set_children("/admin/policies/a", ["b"])
+    version = view.version
+    configuration.put_json("/admin/policies/a/b", {"replication_clusters": ["c"]})
+    assert view.version > version  # a write to either store changes the split view
+    assert view.policies(ns) is not None
+    assert view.bundles(ns).names() == ["0x00000000_0xffffffff"]  # type: ignore[union-attr]
+    assert view.ownership(ns, "0x00000000_0xffffffff") is not None
+    assert list(view.broker_registry().brokers) == ["b1:8080"]
+    with pytest.raises(NodeNotLoaded, match="/admin/clusters/"):
+        view.cluster("c")
+    with pytest.raises(TypeError):
+        view.put_json("/x", {})

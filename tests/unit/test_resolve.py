@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -10,7 +11,6 @@ from lookup.errors import FailureKind, LookupFailure, ServerError
 from lookup.resolve import (
     ResolvePolicy,
     ResponseKind,
-    UnownedBundleRedirect,
     resolve,
     resolve_partitions,
 )
@@ -27,7 +27,7 @@ IN_LAST = TopicName.parse(topic_in_range(0xC0000000, 0xFFFFFFFF))
 EXTERNAL = ListenerChoice("external", ChoiceSource.EXPLICIT)
 INTERNAL_SOCKET = ListenerChoice("internal", ChoiceSource.SOCKET, internal=True)
 NO_LISTENER = ListenerChoice("internal", ChoiceSource.INTERNAL, internal=True)
-LEAST = ResolvePolicy(unowned_redirect=UnownedBundleRedirect.LEAST_LOADED)
+EXTENSIBLE = "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl"
 
 
 def view_of(nodes: dict[str, Any]) -> ClusterView:
@@ -120,35 +120,58 @@ def test_leader_without_the_listener_fails() -> None:
 
 
 @pytest.mark.parametrize("leader", [None, 9])  # no leader node; a leader that is not registered
-def test_without_a_usable_leader_the_least_loaded_broker_is_chosen(leader: int | None) -> None:
+def test_without_a_usable_leader_a_broker_is_chosen_by_the_bundle_hash(
+    leader: int | None,
+) -> None:
     answer = resolve(IN_LAST, EXTERNAL, view_of(cluster(leader=leader)))
-    assert (answer.broker_id, answer.authoritative) == (broker_id(1), True)
+    # Never authoritative: only a load manager may place a bundle.
+    assert (answer.response, answer.authoritative) == (ResponseKind.REDIRECT, False)
+    assert answer.broker_id in {broker_id(i) for i in (1, 2, 3)}
 
 
-def test_least_loaded_policy_picks_lowest_usage_then_id_among_brokers_with_the_listener() -> None:
+def test_unowned_bundles_spread_over_the_brokers_by_bundle() -> None:
+    """Without a leader, each bundle goes to one broker (the same for all its topics and for
+    every gateway), and the bundles of a namespace spread over the brokers."""
+    boundaries = [f"0x{i * 2**26:08x}" for i in range(64)] + ["0xffffffff"]
+    view = view_of(cluster(brokers=4, leader=None, boundaries=boundaries))
+    picked: dict[str, set[str | None]] = {}
+    for n in range(2000):
+        answer = resolve(TopicName.parse(f"t{n}"), EXTERNAL, view)
+        assert answer.authoritative is False
+        picked.setdefault(answer.bundle.name, set()).add(answer.broker_id)
+    assert all(len(brokers) == 1 for brokers in picked.values())
+    counts = Counter(next(iter(brokers)) for brokers in picked.values())
+    assert set(counts) == {broker_id(i) for i in (1, 2, 3, 4)}
+    assert min(counts.values()) >= 4  # 64 bundles over 4 brokers: none is left out
+
+
+def test_a_broker_leaving_moves_only_its_own_bundles() -> None:
+    boundaries = [f"0x{i * 2**26:08x}" for i in range(64)] + ["0xffffffff"]
+    nodes = cluster(brokers=4, leader=None, boundaries=boundaries)
+    before = {n: resolve(TopicName.parse(f"t{n}"), EXTERNAL, view_of(nodes)) for n in range(500)}
+    del nodes[f"/loadbalance/brokers/{broker_id(4)}"]
+    after = view_of(nodes)
+    for n, answer in before.items():
+        if answer.broker_id != broker_id(4):
+            assert resolve(TopicName.parse(f"t{n}"), EXTERNAL, after).broker_id == answer.broker_id
+
+
+def test_the_bundle_hash_skips_brokers_without_the_listener_or_the_domain() -> None:
     nodes = cluster(brokers=0, leader=None)
-    nodes["/loadbalance/brokers/b1:8080"] = broker_node(1, usage=0.5)
-    nodes["/loadbalance/brokers/b2:8080"] = broker_node(2, usage=0.1, names=("internal",))
-    nodes["/loadbalance/brokers/b4:8080"] = broker_node(4, usage=0.3)
-    nodes["/loadbalance/brokers/b3:8080"] = broker_node(3, usage=0.3)
-    nodes["/loadbalance/leader"] = {"brokerId": "b1:8080"}
+    nodes["/loadbalance/brokers/b1:8080"] = broker_node(1, names=("internal",))
+    nodes["/loadbalance/brokers/b2:8080"] = broker_node(2)
+    nodes["/loadbalance/brokers/b3:8080"] = broker_node(3) | {"nonPersistentTopicsEnabled": False}
     view = view_of(nodes)
-    assert resolve(IN_LAST, EXTERNAL, view, LEAST).broker_id == "b3:8080"
-    assert resolve(IN_LAST, NO_LISTENER, view, LEAST).broker_id == "b2:8080"
-    answer = resolve(IN_LAST, EXTERNAL, view)
-    assert (answer.broker_id, answer.authoritative) == ("b1:8080", False)
-
-
-def test_least_loaded_respects_the_topic_domain() -> None:
-    nodes = cluster(brokers=2, leader=None)
-    nodes["/loadbalance/brokers/b1:8080"]["nonPersistentTopicsEnabled"] = False
-    topic = TopicName.parse(IN_LAST.full.replace("persistent://", "non-persistent://"))
-    view = view_of(nodes)
-    assert resolve(topic, NO_LISTENER, view, LEAST).broker_id == broker_id(2)
-    nodes["/loadbalance/brokers/b2:8080"]["nonPersistentTopicsEnabled"] = False
-    with pytest.raises(LookupFailure) as info:
-        resolve(topic, NO_LISTENER, view_of(nodes), LEAST)
-    assert info.value.kind is FailureKind.NO_BROKER
+    for n in range(50):
+        topic = TopicName.parse(f"non-persistent://public/default/t{n}")
+        assert resolve(topic, EXTERNAL, view).broker_id == "b2:8080"
+    only_internal = cluster(brokers=0, leader=None)
+    only_internal["/loadbalance/brokers/b1:8080"] = broker_node(1, names=("internal",))
+    assert failure(IN_LAST, EXTERNAL, only_internal).kind is FailureKind.LISTENER_NOT_FOUND
+    for i in (1, 2):
+        nodes[f"/loadbalance/brokers/b{i}:8080"]["nonPersistentTopicsEnabled"] = False
+    topic = TopicName.parse("non-persistent://public/default/t0")
+    assert failure(topic, NO_LISTENER, nodes).kind is FailureKind.NO_BROKER
 
 
 def test_no_broker_registered() -> None:
@@ -177,16 +200,89 @@ def test_missing_namespace() -> None:
         resolve_partitions(topic, view_of(cluster()))
 
 
-def test_extensible_load_manager_only_redirects_to_a_live_broker() -> None:
-    nodes = cluster(owned={FIRST: 1})
-    for i in (1, 2, 3):
-        nodes[f"/loadbalance/brokers/{broker_id(i)}"]["loadManagerClassName"] = (
-            "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl"
-        )
+def extensible(nodes: dict[str, Any]) -> dict[str, Any]:
+    for path, node in nodes.items():
+        if path.startswith("/loadbalance/brokers/"):
+            node["loadManagerClassName"] = EXTENSIBLE
+    return nodes
+
+
+def test_extensible_load_manager_without_table_view_spreads_redirects() -> None:
+    # Ownership is in a system topic: /namespace nodes and the modular leader are not used.
+    nodes = extensible(cluster(owned={FIRST: 1}, leader=1))
+    boundaries = [f"0x{i * 2**26:08x}" for i in range(64)] + ["0xffffffff"]
+    nodes["/admin/policies/public/default"]["bundles"] = {"boundaries": boundaries}
+    view = view_of(nodes)
+    targets = set()
+    for n in range(300):
+        answer = resolve(TopicName.parse(f"t{n}"), EXTERNAL, view)
+        assert (answer.response, answer.authoritative) == (ResponseKind.REDIRECT, False)
+        targets.add(answer.broker_id)
+    assert targets == {broker_id(i) for i in (1, 2, 3)}  # not always the lowest broker id
+
+
+def unit_state(state: str, dst: int | None = None, src: int | None = None) -> dict[str, Any]:
+    node: dict[str, Any] = {"state": state, "force": False, "timestamp": 1, "versionId": 3}
+    if dst is not None:
+        node["dstBroker"] = broker_id(dst)
+    if src is not None:
+        node["sourceBroker"] = broker_id(src)
+    return node
+
+
+@pytest.mark.parametrize(
+    ("state", "response", "broker"),
+    [
+        (unit_state("Owned", dst=2), ResponseKind.CONNECT, 2),
+        (unit_state("Splitting", src=3), ResponseKind.CONNECT, 3),  # the source still serves
+        (unit_state("Assigning", dst=2), ResponseKind.CONNECT, 2),  # the target waits for it
+        (unit_state("Releasing", dst=3, src=2), ResponseKind.CONNECT, 3),  # a transfer
+        (unit_state("Releasing", src=2), ResponseKind.REDIRECT, None),  # unloaded: unowned
+        (unit_state("Free", src=2), ResponseKind.REDIRECT, None),
+        (unit_state("Init"), ResponseKind.REDIRECT, None),
+        (None, ResponseKind.REDIRECT, None),
+    ],
+)
+def test_extensible_table_view_answers_as_its_brokers_do(
+    state: dict[str, Any] | None, response: ResponseKind, broker: int | None
+) -> None:
+    nodes = extensible(cluster(owned={FIRST: 1}))  # the /namespace node is not used
+    nodes["/service_unit_state/public/default/0x40000000_0x80000000"] = unit_state("Owned", 1)
+    if state is not None:
+        nodes[f"/service_unit_state/public/default/{FIRST}"] = state
     answer = resolve(IN_FIRST, EXTERNAL, view_of(nodes))
-    assert answer.response is ResponseKind.REDIRECT
-    assert answer.authoritative is False
-    assert answer.broker_id == broker_id(1)  # usage 0.1, the least loaded
+    assert answer.response is response
+    if broker is not None:
+        assert (answer.broker_id, answer.authoritative) == (broker_id(broker), True)
+        assert answer.urls.service_url == f"pulsar://b{broker}.example.com:6650"
+    else:
+        assert answer.authoritative is False
+
+
+def test_extensible_table_view_failures() -> None:
+    nodes = extensible(cluster())
+    path = f"/service_unit_state/public/default/{FIRST}"
+    nodes[path] = unit_state("Deleted", src=1)
+    exc = failure(IN_FIRST, EXTERNAL, nodes)
+    assert (exc.kind, exc.code) == (FailureKind.BUNDLE_DELETED, ServerError.ServiceNotReady)
+    assert exc.message == f"public/default/{FIRST} is deleted." and exc.kind.retriable
+    nodes[path] = unit_state("Owned", dst=7)  # an owner that is not registered (any more)
+    exc = failure(IN_FIRST, EXTERNAL, nodes)
+    assert (exc.kind, exc.code) == (FailureKind.OWNER_INACTIVE, ServerError.MetadataError)
+    assert exc.kind.retriable
+    nodes[path] = unit_state("Owned", dst=1)
+    zone_x = ListenerChoice("zone-x", ChoiceSource.EXPLICIT)
+    assert failure(IN_FIRST, zone_x, nodes).message == "the broker do not have zone-x listener"
+    nodes[path] = {"state": "Owned"}  # no dstBroker
+    assert failure(IN_FIRST, EXTERNAL, nodes).kind is FailureKind.METADATA_MALFORMED
+    nodes[path] = {"state": "Exploded", "dstBroker": broker_id(1)}
+    assert failure(IN_FIRST, EXTERNAL, nodes).kind is FailureKind.METADATA_MALFORMED
+
+
+def test_modular_brokers_ignore_service_unit_state() -> None:
+    nodes = cluster(owned={FIRST: 1})
+    nodes[f"/service_unit_state/public/default/{FIRST}"] = unit_state("Owned", dst=2)
+    assert resolve(IN_FIRST, EXTERNAL, view_of(nodes)).broker_id == broker_id(1)
 
 
 def test_split_bundle_from_local_policies() -> None:
@@ -206,13 +302,99 @@ def test_split_bundle_from_local_policies() -> None:
     assert resolve(high, EXTERNAL, view).bundle.name == "0x20000000_0x40000000"
 
 
-def test_default_bundle_count_applies_without_bundle_policy() -> None:
-    nodes = cluster(boundaries=None, owned={"0x00000000_0x80000000": 2})
-    topic = TopicName.parse(topic_in_range(0, 0x80000000))
-    answer = resolve(topic, EXTERNAL, view_of(nodes), ResolvePolicy(default_bundles=2))
-    assert (answer.bundle.name, answer.broker_id) == ("0x00000000_0x80000000", broker_id(2))
-    answer = resolve(topic, EXTERNAL, view_of(nodes))  # 4 bundles: not the owned one
-    assert answer.response is ResponseKind.REDIRECT
+def test_a_namespace_without_bundle_data_has_one_full_bundle() -> None:
+    # Pulsar's NamespaceBundleFactory: no bundle data in the policies (nor local policies) is
+    # one bundle over the whole hash range, whatever defaultNumberOfNamespaceBundles says.
+    nodes = cluster(boundaries=None, owned={"0x00000000_0xffffffff": 2})
+    for topic in (IN_FIRST, IN_LAST):
+        answer = resolve(topic, EXTERNAL, view_of(nodes))
+        assert (answer.bundle.name, answer.broker_id) == ("0x00000000_0xffffffff", broker_id(2))
+
+
+# -- geo-replication (clusterName) --------------------------------------------------------------
+
+LOCAL = ResolvePolicy(cluster_name="us-west")
+PEER_URLS = {
+    "serviceUrl": "http://east.example.com:8080",
+    "serviceUrlTls": "https://east.example.com:8443",
+    "brokerServiceUrl": "pulsar://east.example.com:6650",
+    "brokerServiceUrlTls": "pulsar+ssl://east.example.com:6651",
+}
+
+
+def geo(replication: list[str], peers: list[str] | None, **policies: Any) -> dict[str, Any]:
+    nodes = cluster(owned={FIRST: 1})
+    nodes["/admin/policies/public/default"] |= {"replication_clusters": replication, **policies}
+    nodes["/admin/clusters/us-west"] = {"serviceUrl": "http://west:8080"}
+    if peers is not None:
+        nodes["/admin/clusters/us-west"]["peerClusterNames"] = peers
+    nodes["/admin/clusters/us-east"] = PEER_URLS
+    nodes["/admin/clusters/eu"] = {"brokerServiceUrl": "pulsar://eu.example.com:6650"}
+    return nodes
+
+
+def geo_failure(nodes: dict[str, Any], policy: ResolvePolicy = LOCAL) -> LookupFailure:
+    with pytest.raises(LookupFailure) as info:
+        resolve(IN_FIRST, EXTERNAL, view_of(nodes), policy)
+    return info.value
+
+
+def test_a_namespace_of_the_local_cluster_is_looked_up_here() -> None:
+    for replication, allowed in ((["us-west", "us-east"], []), (["us-east"], ["us-west"])):
+        nodes = geo(replication, ["us-east"], allowed_clusters=allowed)
+        answer = resolve(IN_FIRST, EXTERNAL, view_of(nodes), LOCAL)
+        assert (answer.response, answer.broker_id) == (ResponseKind.CONNECT, broker_id(1))
+
+
+def test_a_namespace_of_a_peer_cluster_is_redirected_there_authoritatively() -> None:
+    nodes = geo(["eu", "us-east"], ["us-central", "us-east", "eu"])  # the first peer listed
+    answer = resolve(IN_FIRST, EXTERNAL, view_of(nodes), LOCAL)
+    assert (answer.response, answer.authoritative) == (ResponseKind.REDIRECT, True)
+    assert (answer.peer_cluster, answer.broker_id) == ("us-east", None)
+    assert answer.urls.service_url == "pulsar://east.example.com:6650"
+    assert answer.urls.service_url_tls == "pulsar+ssl://east.example.com:6651"
+    assert answer.urls.http_url_tls == "https://east.example.com:8443"
+    assert resolve_partitions(IN_FIRST, view_of(nodes), LOCAL) == 0  # metadata is shared
+
+
+def test_geo_failures_as_the_broker_words_them() -> None:
+    exc = geo_failure(geo(["us-east"], None))  # the local cluster has no peers
+    assert (exc.kind, exc.code) == (FailureKind.NOT_IN_CLUSTER, ServerError.MetadataError)
+    assert exc.message == (
+        "Namespace missing local cluster name in clusters list: local_cluster=us-west "
+        "ns=public/default clusters=[us-east]"
+    )
+    with pytest.raises(LookupFailure, match="missing local cluster"):
+        resolve_partitions(IN_FIRST, view_of(geo(["us-east"], ["eu"])), LOCAL)
+    exc = geo_failure(geo([], ["us-east"]))
+    assert exc.message == (
+        "Namespace does not have any clusters configured : local_cluster=us-west ns=public/default"
+    )
+    exc = geo_failure(geo(["nowhere"], ["nowhere"]))
+    assert (exc.kind, exc.code) == (FailureKind.PEER_CLUSTER_MISSING, ServerError.TopicNotFound)
+    assert exc.message == "Peer cluster nowhere data not found"
+    nodes = geo(["us-east"], ["us-east"])
+    nodes["/admin/clusters/us-east"] = {"serviceUrl": "http://east:8080"}
+    exc = geo_failure(nodes)
+    assert exc.message == "Redirected cluster's brokerService url is not configured"
+    # Without clusterName none of this is checked.
+    assert resolve(IN_FIRST, EXTERNAL, view_of(geo(["us-east"], None))).broker_id == "b1:8080"
+
+
+def test_a_deleted_namespace_fails_as_not_found() -> None:
+    nodes = geo(["us-west"], None, deleted=True)
+    for policy in (LOCAL, ResolvePolicy()):  # needs no cluster name
+        exc = geo_failure(nodes, policy)
+        assert (exc.kind, exc.code, exc.message) == (
+            FailureKind.NAMESPACE_DELETED,
+            ServerError.TopicNotFound,
+            "Namespace is deleted",
+        )
+        with pytest.raises(LookupFailure, match="Namespace is deleted"):
+            resolve_partitions(IN_FIRST, view_of(nodes), policy)
+    # The broker still serves the topics it needs to clean a namespace up.
+    events = TopicName.parse("persistent://public/default/__change_events")
+    assert resolve(events, EXTERNAL, view_of(nodes), LOCAL).response is not None
 
 
 def test_partitions() -> None:
