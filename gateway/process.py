@@ -20,7 +20,7 @@ from listeners.auth import Authenticator
 from listeners.binary_server import BinaryServer, BinarySettings
 from listeners.broker_link import BrokerLink, LinkSettings
 from listeners.config import GatewayConfig
-from listeners.log_throttle import LogThrottle
+from lookup.log_throttle import LogThrottle
 from listeners.socket_table import SocketSpec
 from lookup.authorization import LookupAuthorizer
 from lookup.service import LookupService

@@ -24,7 +24,7 @@ from aiohttp.web_response import StreamResponse
 from http_api.errors import json_error
 from listeners.client_origin import ClientOrigin
 from listeners.endpoints import Scheme
-from listeners.log_throttle import LogThrottle
+from lookup.log_throttle import LogThrottle
 from listeners.proxied_accept import ProxiedAcceptor
 from listeners.socket_table import BACKLOG, BoundSocket, SocketSpec, bind_listening
 from lookup.metrics import LookupMetrics

@@ -15,8 +15,13 @@ What a connection may do:
   and the connection is closed: the gateway relays nothing.
 - Connections are capped per socket (brokerMaxConnections) and per client address
   (maxConnectionsPerIp); the excess is closed at accept, logged at most once per interval.
-- LOOKUP and PARTITIONED_METADATA are answered concurrently (pipelined): a slow lookup does not
-  hold up later ones; answers carry the request id.
+- LOOKUP, PARTITIONED_METADATA, GET_TOPICS_OF_NAMESPACE and GET_SCHEMA are answered
+  concurrently (pipelined): a slow lookup does not hold up later ones; answers carry the request
+  id. Persistent topic lists and partitioned metadata come from the metadata store, with the
+  broker's auto-creation rules (lookup.topic_list, lookup.auto_creation); what only a broker can
+  answer (schemas, non-persistent topics, creating a partitioned topic) goes over the broker
+  link (listeners.broker_link) and the broker's answer is relayed under the client's request id.
+  CONNECTED announces supports_get_partitioned_metadata_without_auto_creation, as a broker does.
 - PING is answered with PONG; idle clients (whatever their version) are pinged every keep-alive
   interval and dropped if nothing comes back by the next tick.
 - Any other command gets ERROR ``NotAllowedError`` naming it, and the connection stays usable.
@@ -56,7 +61,7 @@ from listeners.auth import (
 from listeners.broker_link import ANONYMOUS, BrokerLink, Principal, relay
 from listeners.client_origin import ClientOrigin
 from listeners.config import GatewayConfig
-from listeners.log_throttle import LogThrottle
+from lookup.log_throttle import LogThrottle
 from listeners.protocol import codec, wire
 from listeners.protocol.codec import (
     DEFAULT_MAX_FRAME_SIZE,

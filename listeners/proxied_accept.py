@@ -20,7 +20,7 @@ import ssl
 from collections.abc import Callable
 
 from listeners.client_origin import AddressSource, ClientOrigin
-from listeners.log_throttle import LogThrottle
+from lookup.log_throttle import LogThrottle
 from listeners.proxy_protocol import ProxyHeader, ProxyProtocolError, limit, parse
 from lookup.networks import NetworkTable, parse_address
 

@@ -26,6 +26,7 @@ from lookup.auto_creation import (
 )
 from lookup.bundles import BundleRange
 from lookup.errors import FailureKind, LookupFailure, NodeNotLoaded
+from lookup.log_throttle import LogThrottle
 from lookup.metrics import LookupMetrics
 from lookup.resolve import (
     LookupAnswer,
@@ -84,6 +85,7 @@ class LookupService:
         self.metrics.live(self.metrics.pending, lambda: float(self.pending))
         self.metrics.max_concurrent.set(max_concurrent)
         self.pending = 0
+        self.overloaded = LogThrottle(log, logging.INFO)
         # Listener names come from clients: label only declared ones, so metrics stay bounded.
         self.declared_listeners = (
             frozenset(declared_listeners) if declared_listeners is not None else None
@@ -258,6 +260,11 @@ class LookupService:
         if self.pending >= self.max_concurrent:
             if labels is not None:
                 self.metrics.failures.labels(*labels, "TooManyRequests").inc()
+            # A burst refuses thousands a second: one line per interval, with the count.
+            self.overloaded.event(
+                "lookups refused: maxConcurrentLookupRequest=%d in flight (TooManyRequests)",
+                self.max_concurrent,
+            )
             raise LookupFailure(
                 FailureKind.TOO_MANY_REQUESTS,
                 f"Too many concurrent lookups (maxConcurrentLookupRequest={self.max_concurrent})",

@@ -7,6 +7,7 @@ been read, so each one waits for the same ZooKeeper read.
 from __future__ import annotations
 
 import asyncio
+import logging
 import resource
 import signal
 import socket
@@ -56,8 +57,9 @@ async def read_replies(client: RawClient, count: int, timeout: float) -> list[Ba
 
 
 async def test_a_burst_above_the_limit_is_refused_and_every_accepted_lookup_answered(
-    frozen_zk: EmbeddedZooKeeper,
+    frozen_zk: EmbeddedZooKeeper, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="lookup.service")
     extra = f"maxConcurrentLookupRequest={MAX_IN_FLIGHT}\n"
     async with gateway_on(frozen_zk, nodes(), extra) as gateway, aiohttp.ClientSession() as http:
         port = binary_port(gateway)
@@ -109,6 +111,9 @@ async def test_a_burst_above_the_limit_is_refused_and_every_accepted_lookup_answ
     refused = outcomes["TooManyRequests"] + outcomes["HTTP 503"]
     assert admitted == MAX_IN_FLIGHT, outcomes
     assert refused == 500 - MAX_IN_FLIGHT, outcomes
+    # the refusals are logged, but a burst of them is one line (with a count) per interval
+    overload_lines = [r for r in caplog.records if "maxConcurrentLookupRequest" in r.getMessage()]
+    assert 1 <= len(overload_lines) <= 2, [r.getMessage() for r in overload_lines]
     print(f"\nburst: {dict(outcomes)}; peak RSS grew {rss_growth} MiB")
 
 

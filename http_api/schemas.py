@@ -1,0 +1,73 @@
+"""A broker's binary GET_SCHEMA_RESPONSE rendered as the broker's REST GetSchemaResponse.
+
+``GET /admin/v2/schemas/{tenant}/{ns}/{topic}/schema[/{version}]`` answers
+``{"version": <long>, "type": "<SchemaType name>", "timestamp": <long>, "data": "<text>",
+"properties": {...}}`` (the C++ client reads ``type``, ``data`` and ``properties``, and needs
+``properties`` present). The binary answer carries no timestamp: it is 0. A schema version is
+a long on the REST side and its 8 bytes, big-endian, on the binary side. ``KEY_VALUE`` data is
+shown as the broker shows it: ``{"key": <key schema>, "value": <value schema>}``, each the
+schema's JSON, or ``""`` for a primitive (schema-less) part.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any
+
+from listeners.protocol.pulsar_api_pb2 import CommandGetSchemaResponse, Schema
+
+__all__ = ["schema_json", "version_bytes"]
+
+_LONG = struct.Struct(">q")
+_INT = struct.Struct(">i")
+
+
+def version_bytes(text: str) -> bytes:
+    """The binary schema version of a REST `{version}` (a long); ValueError if it is not one."""
+    if not text.lstrip("-").isdigit() or len(text) > 20:
+        raise ValueError(f"'{text[:24]}' is not a schema version")
+    try:
+        return _LONG.pack(int(text))
+    except struct.error:
+        raise ValueError(f"'{text[:24]}' is not a schema version") from None
+
+
+def schema_json(answer: CommandGetSchemaResponse) -> dict[str, Any]:
+    schema = answer.schema
+    properties = {item.key: item.value for item in schema.properties}
+    if schema.type == Schema.KEY_VALUE:
+        data = _key_value_data(schema.schema_data)
+    else:
+        data = schema.schema_data.decode("utf-8", errors="replace")
+    return {
+        "version": _version(answer.schema_version),
+        "type": Schema.Type.Name(schema.type),
+        "timestamp": 0,
+        "data": data,
+        "properties": properties,
+    }
+
+
+def _version(raw: bytes) -> int:
+    return _LONG.unpack(raw)[0] if len(raw) == _LONG.size else 0
+
+
+def _key_value_data(raw: bytes) -> str:
+    """Pulsar's KEY_VALUE schema data (int32 length and bytes of the key schema, then of the
+    value schema; -1 for none) as the REST API shows it."""
+    parts: list[Any] = []
+    offset = 0
+    for _ in range(2):
+        if offset + _INT.size > len(raw):
+            parts.append("")
+            continue
+        (size,) = _INT.unpack_from(raw, offset)
+        offset += _INT.size
+        chunk = raw[offset : offset + max(size, 0)]
+        offset += max(size, 0)
+        try:
+            parts.append(json.loads(chunk) if chunk else "")
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            parts.append("")  # a primitive schema has no JSON definition
+    return json.dumps({"key": parts[0], "value": parts[1]}, separators=(",", ":"))

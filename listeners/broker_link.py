@@ -1,0 +1,541 @@
+"""The broker link: what only a broker can answer, asked of a live broker over the binary protocol.
+
+Pulsar's proxy, in lookup mode, forwards some requests to a broker; the gateway does the same
+for GET_TOPICS_OF_NAMESPACE of non-persistent topics (they exist only in brokers' memory),
+GET_SCHEMA (schemas live in BookKeeper), and PARTITIONED_METADATA that must create a
+partitioned topic (the gateway only reads the metadata store) or tell whether a non-persistent
+topic exists.
+
+- **Which broker**: the live brokers of the cluster view (their registrations under
+  ``/loadbalance/brokers``), at their **internal** listener's binary URL (the registration's
+  ``advertisedListeners[internalListenerName]``, else its default ``pulsarServiceUrl``;
+  ``pulsar+ssl`` with ``tlsEnabledWithBroker=true``), in turn. A broker that could not be
+  reached, or did not answer in time, is skipped for ``FAILURE_COOLDOWN`` seconds unless no
+  other broker is left; a request whose connection could not be opened tries the next broker
+  (up to ``CONNECT_ATTEMPTS``).
+- **Who asks**: the gateway authenticates with Pulsar's proxy keys
+  (``brokerClientAuthenticationPlugin`` / ``brokerClientAuthenticationParameters``, a token
+  given as ``token:<jwt>``, ``file:///path`` read at each connection, or the bare token). A
+  client that authenticated to the gateway is named in CONNECT as ``original_principal`` (its
+  token too, as ``original_auth_data``, with ``forwardAuthorizationCredentials=true``), as a
+  Pulsar proxy does, so the broker authorizes the client (the gateway's role must be one of the
+  broker's ``proxyRoles``). Connections are therefore kept per broker and per client identity.
+- **Bounds**: at most ``max_connections`` connections (the least recently used idle one is
+  closed to make room; with none idle the request is refused), at most
+  ``max_in_flight_per_broker`` requests waiting on one broker (the excess is refused at once
+  with ``TooManyRequests``: there is no queue), and each request ends within
+  ``request_timeout`` (``FORWARD_TIMEOUT``, 10 s: below the clients' default operation timeout
+  of 30 s, so the client gets the gateway's error rather than its own timeout).
+- **Answers**: the broker's response command, with the broker's request id (the caller puts
+  the client's back). Link failures raise LookupFailure: ``BROKER_UNAVAILABLE`` (binary
+  ServiceNotReady, HTTP 503), ``NO_BROKER``, ``TOO_MANY_REQUESTS``.
+
+Credentials are never logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import itertools
+import logging
+import ssl
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import cast
+from urllib.parse import unquote, urlsplit
+
+from google.protobuf.descriptor import FieldDescriptor
+
+from listeners.config import TOKEN_PROVIDER, GatewayConfig
+from listeners.protocol import codec
+from listeners.protocol.codec import BaseCommand, FeatureFlags, FrameDecoder, RemoteProtocolError
+from listeners.protocol.pulsar_api_pb2 import CommandGetTopicsOfNamespace
+from lookup.errors import FailureKind, LookupFailure, NodeNotLoaded
+from lookup.model import BrokerData
+from lookup.service import LookupService
+from lookup.view import BrokerRegistry
+
+__all__ = [
+    "FORWARD_TIMEOUT",
+    "BrokerLink",
+    "LinkSettings",
+    "Principal",
+]
+
+log = logging.getLogger(__name__)
+
+FORWARD_TIMEOUT = 10.0  # seconds one forwarded request may take
+CONNECT_TIMEOUT = 5.0  # seconds to open a connection and have CONNECTED back
+MAX_IN_FLIGHT_PER_BROKER = 1000
+MAX_CONNECTIONS = 64
+FAILURE_COOLDOWN = 30.0  # seconds a broker that failed is skipped
+CONNECT_ATTEMPTS = 3  # brokers tried when connections cannot be opened
+PROTOCOL_VERSION = 21
+_NO_REQUEST = 2**64 - 1  # the request id of an ERROR that answers no request
+
+# Body field names (field number == type number), and which bodies carry a request id.
+_BODY_FIELD: dict[int, str] = {
+    field.number: field.name
+    for field in BaseCommand.DESCRIPTOR.fields
+    if field.type == FieldDescriptor.TYPE_MESSAGE
+}
+
+
+@functools.cache
+def _version() -> str:
+    """What the gateway calls itself in CONNECT (client_version), as in its CONNECTED."""
+    try:
+        return f"pulsar-lookup-gateway-{metadata.version('pulsar-lookup-gateway')}"
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        return "pulsar-lookup-gateway-0+unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """The client a forwarded request is made for (None role: a socket without authentication)."""
+
+    role: str | None = None
+    auth_method: str | None = None
+    auth_data: str | None = None
+
+
+ANONYMOUS = Principal()
+
+
+@dataclass(frozen=True, slots=True)
+class LinkSettings:
+    tls: bool = False
+    trust_certs_file: str | None = None
+    verify_hostname: bool = False
+    token: str | None = None  # brokerClientAuthenticationParameters of the token plugin
+    forward_credentials: bool = False
+    internal_listener: str | None = None
+    request_timeout: float = FORWARD_TIMEOUT
+    connect_timeout: float = CONNECT_TIMEOUT
+    max_in_flight_per_broker: int = MAX_IN_FLIGHT_PER_BROKER
+    max_connections: int = MAX_CONNECTIONS
+    failure_cooldown: float = FAILURE_COOLDOWN
+
+    @classmethod
+    def from_config(cls, config: GatewayConfig) -> LinkSettings:
+        secret = config.broker_client_authentication_parameters
+        token = None
+        if config.broker_client_authentication_plugin == TOKEN_PROVIDER and secret is not None:
+            token = secret.get_secret_value().strip()
+        return cls(
+            tls=config.tls_enabled_with_broker,
+            trust_certs_file=config.broker_client_trust_certs_file_path,
+            verify_hostname=config.tls_hostname_verification_enabled,
+            token=token,
+            forward_credentials=config.forward_authorization_credentials,
+            internal_listener=config.internal_listener_name,
+        )
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        if not self.tls:
+            return None
+        context = ssl.create_default_context(cafile=self.trust_certs_file)
+        context.check_hostname = self.verify_hostname
+        return context
+
+
+def _token_bytes(parameters: str) -> bytes:
+    """The token of the token plugin's parameters (`token:<jwt>`, `file:///path`, or bare);
+    a file is read each time, so a rotated token is used by the next connection."""
+    if parameters.startswith("file:"):
+        return Path(unquote(urlsplit(parameters).path)).read_bytes().strip()
+    return parameters.removeprefix("token:").strip().encode()
+
+
+def _unavailable(message: str) -> LookupFailure:
+    return LookupFailure(FailureKind.BROKER_UNAVAILABLE, message)
+
+
+class BrokerLink:
+    """Connections to the cluster's brokers, shared by every server socket of a gateway."""
+
+    def __init__(self, service: LookupService, settings: LinkSettings | None = None) -> None:
+        self.service = service
+        self.settings = settings or LinkSettings(internal_listener=service.internal_listener)
+        self._ssl = self.settings.ssl_context()
+        self._pool: OrderedDict[tuple[str, Principal], _BrokerConnection] = OrderedDict()
+        self._opening: dict[tuple[str, Principal], asyncio.Task[_BrokerConnection]] = {}
+        self._in_flight: dict[str, int] = {}
+        self._failed_until: dict[str, float] = {}
+        self._turn = itertools.count()
+        self._closed = False
+
+    # -- what the front ends ask ---------------------------------------------------------------
+
+    async def partitioned_metadata(
+        self, topic: str, *, auto_creation: bool, principal: Principal = ANONYMOUS
+    ) -> BaseCommand:
+        """PARTITIONED_METADATA_RESPONSE (or the broker's ERROR) for `topic`."""
+
+        def build(request_id: int) -> bytes:
+            return codec.partitioned_metadata(
+                topic, request_id, metadata_auto_creation_enabled=auto_creation
+            )
+
+        # A broker that does not honour field 6 would create the topic it was asked about.
+        return await self.request(build, principal, needs_no_creation_flag=not auto_creation)
+
+    async def topics_of_namespace(
+        self,
+        namespace: str,
+        mode: CommandGetTopicsOfNamespace.Mode,
+        *,
+        topics_pattern: str | None = None,
+        topics_hash: str | None = None,
+        principal: Principal = ANONYMOUS,
+    ) -> BaseCommand:
+        """GET_TOPICS_OF_NAMESPACE_RESPONSE (or the broker's ERROR)."""
+
+        def build(request_id: int) -> bytes:
+            return codec.get_topics_of_namespace(
+                namespace, request_id, mode, topics_pattern=topics_pattern, topics_hash=topics_hash
+            )
+
+        return await self.request(build, principal)
+
+    async def schema(
+        self, topic: str, version: bytes | None = None, *, principal: Principal = ANONYMOUS
+    ) -> BaseCommand:
+        """GET_SCHEMA_RESPONSE (or the broker's ERROR)."""
+        return await self.request(lambda rid: codec.get_schema(topic, rid, version), principal)
+
+    # -- the link ------------------------------------------------------------------------------
+
+    async def request(
+        self,
+        build: Callable[[int], bytes],
+        principal: Principal = ANONYMOUS,
+        *,
+        needs_no_creation_flag: bool = False,
+    ) -> BaseCommand:
+        """Send the command `build(request_id)` to a broker and return its answer."""
+        if self._closed:
+            raise _unavailable("the broker link is closed")
+        key_principal = (
+            principal if self.settings.forward_credentials else Principal(principal.role)
+        )
+        attempts = 0
+        last: LookupFailure | None = None
+        for url in await self._candidates():
+            if self._in_flight.get(url, 0) >= self.settings.max_in_flight_per_broker:
+                last = LookupFailure(
+                    FailureKind.TOO_MANY_REQUESTS,
+                    "Too many requests waiting on the brokers; retry later",
+                )
+                continue
+            attempts += 1
+            try:
+                connection = await self._connection(url, key_principal)
+            except LookupFailure as failure:
+                if failure.kind is not FailureKind.BROKER_UNAVAILABLE:
+                    raise  # the pool is full: no broker's fault
+                self._failed(url, failure.message)
+                last = failure
+                if attempts >= CONNECT_ATTEMPTS:
+                    break
+                continue
+            if needs_no_creation_flag and not connection.supports_no_creation:
+                raise _unavailable(
+                    "the broker cannot answer partitioned metadata without creating the topic "
+                    "(supports_get_partitioned_metadata_without_auto_creation); retry later"
+                )
+            self._in_flight[url] = self._in_flight.get(url, 0) + 1
+            try:
+                return await connection.request(build, self.settings.request_timeout)
+            except LookupFailure as failure:
+                self._failed(url, failure.message)
+                raise
+            finally:
+                left = self._in_flight[url] - 1
+                if left:
+                    self._in_flight[url] = left
+                else:
+                    del self._in_flight[url]
+        if last is not None:
+            raise last
+        raise LookupFailure(FailureKind.NO_BROKER, "No broker was available")
+
+    async def close(self) -> None:
+        self._closed = True
+        for task in list(self._opening.values()):
+            task.cancel()
+        for connection in list(self._pool.values()):
+            connection.close()
+        self._pool.clear()
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._pool)
+
+    def broker_failed(self, url: str) -> bool:
+        """Whether `url` is being skipped after a failure."""
+        return self._failed_until.get(url, 0.0) > time.monotonic()
+
+    async def _candidates(self) -> list[str]:
+        """The brokers' URLs, starting at the next in turn; those that failed recently last."""
+        registry = await self._registry()
+        urls = sorted({url for data in registry.brokers.values() if (url := self._url_of(data))})
+        if not urls:
+            return []
+        start = next(self._turn) % len(urls)
+        ordered = urls[start:] + urls[:start]
+        now = time.monotonic()
+        healthy = [url for url in ordered if self._failed_until.get(url, 0.0) <= now]
+        return healthy + [url for url in ordered if url not in healthy]
+
+    async def _registry(self) -> BrokerRegistry:
+        source = self.service.source
+        for _ in range(8):
+            try:
+                return source.view.broker_registry()
+            except NodeNotLoaded as missing:
+                await source.fetch(missing.path)
+        raise _unavailable("the broker registrations kept changing while they were read")
+
+    def _url_of(self, broker: BrokerData) -> str | None:
+        tls = self.settings.tls
+        listener = broker.advertised_listeners.get(self.settings.internal_listener or "")
+        if listener is not None:
+            url = listener.broker_service_url_tls if tls else listener.broker_service_url
+            if url:
+                return url
+        return broker.pulsar_service_url_tls if tls else broker.pulsar_service_url
+
+    def _failed(self, url: str, reason: str) -> None:
+        if not self.broker_failed(url):
+            log.warning("broker %s skipped for %.0fs: %s", url, self.settings.failure_cooldown,
+                        reason)  # fmt: skip
+        self._failed_until[url] = time.monotonic() + self.settings.failure_cooldown
+
+    async def _connection(self, url: str, principal: Principal) -> _BrokerConnection:
+        key = (url, principal)
+        connection = self._pool.get(key)
+        if connection is not None and connection.usable:
+            self._pool.move_to_end(key)
+            return connection
+        if connection is not None:
+            del self._pool[key]
+        opening = self._opening.get(key)
+        if opening is None:
+            self._make_room()
+            opening = asyncio.ensure_future(self._open(url, principal))
+            self._opening[key] = opening
+            opening.add_done_callback(lambda task: self._opened(key, task))
+        return await asyncio.shield(opening)
+
+    def _opened(self, key: tuple[str, Principal], task: asyncio.Task[_BrokerConnection]) -> None:
+        self._opening.pop(key, None)
+        if not task.cancelled():
+            task.exception()  # retrieved here too: every waiter may have gone away
+
+    def _make_room(self) -> None:
+        limit = self.settings.max_connections
+        if len(self._pool) + len(self._opening) < limit:
+            return
+        for key, connection in self._pool.items():  # least recently used first
+            if not connection.busy:
+                del self._pool[key]
+                connection.close()
+                return
+        raise LookupFailure(
+            FailureKind.TOO_MANY_REQUESTS,
+            f"all {limit} connections to the brokers are busy; retry later",
+        )
+
+    async def _open(self, url: str, principal: Principal) -> _BrokerConnection:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port
+        if host is None or port is None:
+            raise _unavailable(f"broker URL {url} has no host and port")
+        token = None
+        if self.settings.token is not None:
+            try:
+                token = await asyncio.to_thread(_token_bytes, self.settings.token)
+            except OSError as exc:
+                raise _unavailable(f"cannot read the broker client token: {exc.strerror}") from None
+        connection = _BrokerConnection(url, token, self.settings)
+        loop = asyncio.get_running_loop()
+        try:
+            await asyncio.wait_for(
+                loop.create_connection(
+                    lambda: connection,
+                    host,
+                    port,
+                    ssl=self._ssl if parts.scheme == "pulsar+ssl" else None,
+                    server_hostname=host if parts.scheme == "pulsar+ssl" else None,
+                ),
+                self.settings.connect_timeout,
+            )
+            connection.send_connect(principal, self.settings.forward_credentials)
+            await asyncio.wait_for(connection.connected, self.settings.connect_timeout)
+        except (OSError, TimeoutError, ssl.SSLError) as exc:
+            connection.close()
+            reason = "timed out" if isinstance(exc, TimeoutError) else str(exc) or repr(exc)
+            raise _unavailable(f"cannot connect to broker {url}: {reason}") from None
+        except BaseException:
+            connection.close()
+            raise
+        self._pool[(url, principal)] = connection
+        return connection
+
+
+class _BrokerConnection(asyncio.Protocol):
+    """One connection to one broker, for one client identity. Requests are pipelined; answers
+    are matched by request id."""
+
+    def __init__(self, url: str, token: bytes | None, settings: LinkSettings) -> None:
+        self.url = url
+        self._token = token
+        self._settings = settings
+        self._decoder = FrameDecoder()
+        self._transport: asyncio.Transport | None = None
+        self._pending: dict[int, asyncio.Future[BaseCommand]] = {}
+        self._ids = itertools.count(1)
+        self._closed = False
+        self.connected: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.supports_no_creation = False
+
+    @property
+    def usable(self) -> bool:
+        return not self._closed and self.connected.done() and not self.connected.exception()
+
+    @property
+    def busy(self) -> bool:
+        return bool(self._pending)
+
+    def send_connect(self, principal: Principal, forward_credentials: bool) -> None:
+        self._write(
+            codec.connect(
+                _version(),
+                PROTOCOL_VERSION,
+                auth_method_name=TOKEN_PROVIDER if self._token is not None else None,
+                auth_data=self._token,
+                feature_flags=FeatureFlags(
+                    supports_get_partitioned_metadata_without_auto_creation=True
+                ),
+                original_principal=principal.role,
+                original_auth_data=principal.auth_data if forward_credentials else None,
+                original_auth_method=principal.auth_method if forward_credentials else None,
+            )
+        )
+
+    async def request(self, build: Callable[[int], bytes], timeout: float) -> BaseCommand:
+        if not self.usable:
+            raise _unavailable(f"the connection to broker {self.url} is closed")
+        request_id = next(self._ids)
+        answer: asyncio.Future[BaseCommand] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = answer
+        try:
+            self._write(build(request_id))
+            return await asyncio.wait_for(answer, timeout)
+        except TimeoutError:
+            raise _unavailable(f"broker {self.url} did not answer within {timeout:g}s") from None
+        finally:
+            self._pending.pop(request_id, None)
+
+    def close(self) -> None:
+        self._closed = True
+        if self._transport is not None:
+            self._transport.abort()
+        self._fail_all("the connection was closed")
+
+    # -- asyncio.Protocol ------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self._decoder.feed(data)
+            while (command := self._decoder.next_command()) is not None:
+                if isinstance(command, BaseCommand):
+                    self._received(command)
+        except RemoteProtocolError as exc:
+            log.warning("closing the connection to broker %s: %s", self.url, exc)
+            self.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self._fail_all("the broker closed the connection")
+
+    # -- commands --------------------------------------------------------------------------------
+
+    def _received(self, command: BaseCommand) -> None:
+        kind = command.type
+        if kind == BaseCommand.CONNECTED:
+            flags = command.connected.feature_flags
+            self.supports_no_creation = (
+                flags.supports_get_partitioned_metadata_without_auto_creation
+            )
+            if not self.connected.done():
+                self.connected.set_result(None)
+        elif kind == BaseCommand.PING:
+            self._write(codec.pong())
+        elif kind == BaseCommand.AUTH_CHALLENGE:
+            # The broker re-checks credentials (its authenticationRefreshCheckSeconds): answer
+            # with the token as configured now.
+            token = self._token
+            if self._settings.token is not None:
+                with contextlib.suppress(OSError):
+                    token = _token_bytes(self._settings.token)
+            self._write(
+                codec.auth_response(_version(), PROTOCOL_VERSION, TOKEN_PROVIDER, token or b"")
+            )
+        elif kind == BaseCommand.ERROR and not self.connected.done():
+            self.connected.set_exception(
+                _unavailable(f"broker {self.url} refused the connection: {command.error.message}")
+            )
+            self.close()
+        else:
+            request_id = _request_id(command)
+            if request_id is None:
+                return
+            if request_id == _NO_REQUEST and kind == BaseCommand.ERROR:
+                self.close()
+                return
+            answer = self._pending.get(request_id)
+            if answer is not None and not answer.done():
+                answer.set_result(command)
+
+    def _write(self, frame: bytes) -> None:
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.write(frame)
+
+    def _fail_all(self, reason: str) -> None:
+        if not self.connected.done():
+            self.connected.set_exception(_unavailable(f"broker {self.url}: {reason}"))
+        # Nobody may wait on `connected` any more: keep asyncio from logging it as unretrieved.
+        if self.connected.done() and not self.connected.cancelled():
+            self.connected.exception()
+        pending, self._pending = self._pending, {}
+        for answer in pending.values():
+            if not answer.done():
+                answer.set_exception(_unavailable(f"broker {self.url}: {reason}"))
+
+
+def _request_id(command: BaseCommand) -> int | None:
+    field = _BODY_FIELD.get(command.type)
+    if field is None or not command.HasField(field):
+        return None
+    body = getattr(command, field)
+    if "request_id" in body.DESCRIPTOR.fields_by_name and body.HasField("request_id"):
+        return int(body.request_id)
+    return None
+
+
+def relay(command: BaseCommand, request_id: int) -> bytes:
+    """The broker's answer `command` as a frame for the client whose request id is `request_id`."""
+    field = _BODY_FIELD[command.type]
+    getattr(command, field).request_id = request_id
+    return codec.encode_command(command)

@@ -1,0 +1,221 @@
+"""The broker link on real sockets: which broker, who asks, and its bounds (in-flight limit,
+timeout, a failing broker skipped, the connection pool). Brokers are test peers."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trustme
+
+from listeners.broker_link import BrokerLink, LinkSettings, Principal, relay
+from listeners.protocol.codec import BaseCommand, FrameDecoder, Schema
+from listeners.protocol.pulsar_api_pb2 import CommandGetTopicsOfNamespace
+from lookup.errors import FailureKind, LookupFailure
+from lookup.service import LookupService
+from metadata_store.embedded_zookeeper import free_port
+from metadata_store.file import FileSource
+from metadata_store.snapshot import write_snapshot
+from metadata_store.synthetic import broker_node
+from tests.broker_peer import BrokerPeer
+
+NP = CommandGetTopicsOfNamespace.NON_PERSISTENT
+TOKEN = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJnYXRld2F5In0.c2lnbmF0dXJl"
+
+
+def nodes_for(urls: dict[str, str], *, default: dict[str, str] | None = None) -> dict[str, Any]:
+    """One broker registration per entry, its internal listener at the given URL (and its
+    default URL elsewhere, unless `default` says)."""
+    nodes: dict[str, Any] = {"/admin/policies/public/default": {}}
+    for i, (broker, url) in enumerate(sorted(urls.items()), start=1):
+        node = broker_node(i)
+        key = "brokerServiceUrlTls" if url.startswith("pulsar+ssl") else "brokerServiceUrl"
+        node["advertisedListeners"] = {"internal": {key: url}}
+        node["pulsarServiceUrl"] = (default or {}).get(broker, "pulsar://127.0.0.1:9")
+        nodes[f"/loadbalance/brokers/{broker}"] = node
+    return nodes
+
+
+@contextlib.asynccontextmanager
+async def linked(
+    tmp_path: Path, nodes: dict[str, Any], **settings: Any
+) -> AsyncIterator[BrokerLink]:
+    path = tmp_path / "cluster.json"
+    write_snapshot(path, nodes)
+    source = FileSource(path, poll_interval=60)
+    await source.start()
+    service = LookupService(source, internal_listener="internal")
+    options: dict[str, Any] = {
+        "internal_listener": "internal",
+        "request_timeout": 5.0,
+        "connect_timeout": 5.0,
+    }
+    options.update(settings)
+    link = BrokerLink(service, LinkSettings(**options))
+    try:
+        yield link
+    finally:
+        await link.close()
+        await source.close()
+
+
+async def test_a_request_goes_to_the_internal_listener_and_comes_back(tmp_path: Path) -> None:
+    async with BrokerPeer(name="internal") as peer, BrokerPeer(name="default") as default:
+        peer.topics["public/default"] = ["non-persistent://public/default/np"]
+        nodes = nodes_for({"b1:8080": peer.url}, default={"b1:8080": default.url})
+        async with linked(tmp_path, nodes) as link:
+            answer = await link.topics_of_namespace("public/default", NP)
+        assert answer.type == BaseCommand.GET_TOPICS_OF_NAMESPACE_RESPONSE
+        assert list(answer.getTopicsOfNamespaceResponse.topics) == [
+            "non-persistent://public/default/np"
+        ]
+        seen = [c for c in peer.seen if c.type_name == "GET_TOPICS_OF_NAMESPACE"]
+        assert [c.request_id for c in seen] == [answer.getTopicsOfNamespaceResponse.request_id]
+        assert not default.seen
+        # The client's request id goes back in place of the link's.
+        frame = relay(answer, 77)
+        decoder = FrameDecoder()
+        decoder.feed(frame)
+        back = decoder.next_command()
+        assert isinstance(back, BaseCommand)
+        assert back.getTopicsOfNamespaceResponse.request_id == 77
+
+
+async def test_errors_and_schemas_are_the_brokers(tmp_path: Path) -> None:
+    async with BrokerPeer() as peer:
+        peer.schemas["persistent://public/default/s"] = Schema(
+            name="public/default/s", schema_data=b"", type=Schema.STRING
+        )
+        async with linked(tmp_path, nodes_for({"b1:8080": peer.url})) as link:
+            found = await link.schema("persistent://public/default/s")
+            missing = await link.schema("persistent://public/default/none", b"\0" * 8)
+        assert found.getSchemaResponse.schema.type == Schema.STRING
+        assert missing.getSchemaResponse.error_code == 11  # TopicNotFound
+        assert peer.topics_seen("GET_SCHEMA") == [
+            "persistent://public/default/s",
+            "persistent://public/default/none",
+        ]
+
+
+async def test_a_silent_broker_times_out_and_is_skipped(tmp_path: Path) -> None:
+    async with BrokerPeer(silent=True) as peer:
+        nodes = nodes_for({"b1:8080": peer.url})
+        async with linked(tmp_path, nodes, request_timeout=0.3) as link:
+            with pytest.raises(LookupFailure) as failed:
+                await link.topics_of_namespace("public/default", NP)
+            assert failed.value.kind is FailureKind.BROKER_UNAVAILABLE
+            assert "did not answer within 0.3s" in failed.value.message
+            assert link.broker_failed(peer.url)
+
+
+async def test_the_in_flight_limit_refuses_at_once(tmp_path: Path) -> None:
+    async with BrokerPeer(silent=True) as peer:
+        nodes = nodes_for({"b1:8080": peer.url})
+        async with linked(
+            tmp_path, nodes, request_timeout=30.0, max_in_flight_per_broker=2
+        ) as link:
+            waiting = [
+                asyncio.create_task(link.topics_of_namespace("public/default", NP))
+                for _ in range(2)
+            ]
+            await peer.wait_for(lambda p: p.types_seen().count("GET_TOPICS_OF_NAMESPACE") == 2, 10)
+            with pytest.raises(LookupFailure) as refused:
+                await link.topics_of_namespace("public/default", NP)
+            assert refused.value.kind is FailureKind.TOO_MANY_REQUESTS
+            assert peer.types_seen().count("GET_TOPICS_OF_NAMESPACE") == 2  # never sent
+            for task in waiting:
+                task.cancel()
+            await asyncio.gather(*waiting, return_exceptions=True)
+
+
+async def test_a_broker_that_cannot_be_reached_is_skipped(tmp_path: Path) -> None:
+    dead = f"pulsar://127.0.0.1:{free_port()}"
+    async with BrokerPeer() as live:
+        nodes = nodes_for({"b1:8080": dead, "b2:8080": live.url})
+        async with linked(tmp_path, nodes) as link:
+            # In turn, each request starts at another broker: the dead one is tried once, then
+            # skipped; every request is answered by the live one.
+            for _ in range(4):
+                answer = await link.topics_of_namespace("public/default", NP)
+                assert answer.type == BaseCommand.GET_TOPICS_OF_NAMESPACE_RESPONSE
+            assert link.broker_failed(dead)
+            assert not link.broker_failed(live.url)
+            assert link.connection_count == 1
+        assert len(live.topics_seen("GET_TOPICS_OF_NAMESPACE")) == 4
+
+
+async def test_no_broker(tmp_path: Path) -> None:
+    async with linked(tmp_path, {"/admin/policies/public/default": {}}) as link:
+        with pytest.raises(LookupFailure) as failed:
+            await link.schema("persistent://public/default/s")
+    assert failed.value.kind is FailureKind.NO_BROKER
+
+
+async def test_credentials_and_original_principal(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    async with BrokerPeer() as peer:
+        nodes = nodes_for({"b1:8080": peer.url})
+        async with linked(
+            tmp_path, nodes, token=f"file://{token_file}", forward_credentials=False
+        ) as link:
+            await link.schema("persistent://public/default/s")
+            await link.schema("persistent://public/default/s", principal=Principal("alice"))
+            await link.schema(
+                "persistent://public/default/s", principal=Principal("alice", "token", "jwt")
+            )
+            assert link.connection_count == 2  # anonymous, alice (credentials not forwarded)
+        first, second = peer.connects
+        for connect in (first, second):
+            assert (connect.auth_method_name, connect.auth_data) == ("token", TOKEN.encode())
+            assert connect.feature_flags.supports_get_partitioned_metadata_without_auto_creation
+        assert not first.HasField("original_principal")
+        assert second.original_principal == "alice"
+        assert not second.HasField("original_auth_data")
+
+
+async def test_forwarded_credentials(tmp_path: Path) -> None:
+    async with BrokerPeer() as peer:
+        nodes = nodes_for({"b1:8080": peer.url})
+        async with linked(
+            tmp_path, nodes, token=f"token:{TOKEN}", forward_credentials=True
+        ) as link:
+            alice = Principal("alice", "token", "alice-jwt")
+            await link.schema("persistent://public/default/s", principal=alice)
+            await link.schema("persistent://public/default/s", principal=alice)
+            assert link.connection_count == 1  # one connection per identity, reused
+        (connect,) = peer.connects
+        assert (connect.original_principal, connect.original_auth_data) == ("alice", "alice-jwt")
+        assert connect.original_auth_method == "token"
+
+
+async def test_the_pool_is_bounded(tmp_path: Path) -> None:
+    async with BrokerPeer() as peer:
+        nodes = nodes_for({"b1:8080": peer.url})
+        async with linked(tmp_path, nodes, max_connections=2) as link:
+            for role in ("a", "b", "c", "d"):
+                await link.schema("persistent://public/default/s", principal=Principal(role))
+                assert link.connection_count <= 2
+        roles = [connect.original_principal for connect in peer.connects]
+        assert roles == ["a", "b", "c", "d"]
+
+
+async def test_the_link_speaks_tls_to_brokers(tmp_path: Path) -> None:
+    ca = trustme.CA()
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server)
+    trust = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(trust))
+    async with BrokerPeer(ssl_context=server) as peer:
+        nodes = nodes_for({"b1:8080": peer.url})
+        async with linked(tmp_path, nodes, tls=True, trust_certs_file=str(trust)) as link:
+            answer = await link.partitioned_metadata(
+                "persistent://public/default/t", auto_creation=False
+            )
+        assert answer.partitionMetadataResponse.partitions == 0
+        assert [c.creation for c in peer.seen if c.type_name == "PARTITIONED_METADATA"] == [False]

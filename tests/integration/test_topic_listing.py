@@ -1,0 +1,282 @@
+"""Topic lists, partitioned metadata and schemas through the gateway's binary and HTTP sockets
+(real sockets on 127.0.0.1), answered from a snapshot, from ZooKeeper, or by a broker test peer
+over the broker link."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from kazoo.client import KazooClient
+
+from http_api.app import build_app
+from http_api.server import HttpServer
+from listeners.binary_server import BinaryServer, BinarySettings
+from listeners.broker_link import BrokerLink, LinkSettings
+from listeners.endpoints import Endpoint, Scheme
+from listeners.protocol import codec
+from listeners.protocol.codec import BaseCommand, Schema, ServerError
+from listeners.protocol.pulsar_api_pb2 import CommandGetTopicsOfNamespace
+from listeners.socket_table import SocketSpec
+from lookup.auto_creation import AutoCreationSettings, TopicType
+from lookup.service import LookupService
+from lookup.topic_list import TopicLister, topics_hash
+from metadata_store.admin import seed
+from metadata_store.embedded_zookeeper import EmbeddedZooKeeper
+from metadata_store.file import FileSource
+from metadata_store.snapshot import write_snapshot
+from metadata_store.synthetic import cluster
+from metadata_store.url import parse_metadata_url
+from metadata_store.zookeeper import ZooKeeperSource
+from tests.broker_peer import BrokerPeer, RawClient
+from tests.waiting import eventually
+
+HOST = "127.0.0.1"
+LEDGERS = "/managed-ledgers/public/default/persistent"
+TOPICS = [
+    "persistent://public/default/orders-1",
+    "persistent://public/default/orders-2",
+    "persistent://public/default/payments",
+]
+SETTINGS = BinarySettings(keep_alive_interval=0, handshake_timeout=10)
+CREATION_ON = AutoCreationSettings()
+
+
+def nodes_with(peer: BrokerPeer | None = None) -> dict[str, Any]:
+    nodes = cluster(brokers=1, owned={})
+    for topic in TOPICS:
+        nodes[f"{LEDGERS}/{topic.rsplit('/', 1)[1]}"] = {}
+    nodes[f"{LEDGERS}/__change_events"] = {}  # a system topic: never listed
+    nodes["/admin/partitioned-topics/public/default/persistent/orders"] = {"partitions": 2}
+    if peer is not None:
+        broker = nodes["/loadbalance/brokers/b1:8080"]
+        broker["advertisedListeners"]["internal"]["brokerServiceUrl"] = peer.url
+    return nodes
+
+
+@contextlib.asynccontextmanager
+async def gateway(
+    tmp_path: Path,
+    nodes: dict[str, Any],
+    creation: AutoCreationSettings = CREATION_ON,
+) -> AsyncIterator[tuple[BinaryServer, HttpServer]]:
+    path = tmp_path / "cluster.json"
+    write_snapshot(path, nodes)
+    source = FileSource(path, poll_interval=60)
+    await source.start()
+    service = LookupService(source, internal_listener="internal")
+    service.configure_topics(creation, TopicLister())
+    link = BrokerLink(service, LinkSettings(internal_listener="internal", request_timeout=5))
+    binary = BinaryServer(
+        SocketSpec(Endpoint(Scheme.PULSAR, HOST, 0), None, "binary"),
+        service,
+        SETTINGS,
+        broker_link=link,
+    )
+    app = build_app(service, listener=None, listener_table=[], broker_link=link)
+    http = HttpServer(SocketSpec(Endpoint(Scheme.HTTP, HOST, 0), None, "http"), app)
+    await binary.start()
+    await http.start()
+    try:
+        yield binary, http
+    finally:
+        await http.stop(5)
+        await binary.stop(5)
+        await link.close()
+        await source.close()
+
+
+async def connected(server: BinaryServer) -> tuple[RawClient, BaseCommand]:
+    raw = await RawClient.open(HOST, server.port)
+    return raw, await raw.handshake()
+
+
+async def http_get(server: HttpServer, path: str) -> tuple[int, Any]:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(server.url + path, allow_redirects=False) as reply,
+    ):
+        body = await reply.json() if reply.content_type == "application/json" else None
+        return reply.status, body
+
+
+async def test_connected_announces_what_a_broker_announces(tmp_path: Path) -> None:
+    async with gateway(tmp_path, nodes_with()) as (binary, _):
+        raw, answer = await connected(binary)
+        await raw.close()
+    flags = answer.connected.feature_flags
+    assert flags.supports_get_partitioned_metadata_without_auto_creation
+    assert not flags.supports_topic_watchers
+    assert answer.connected.max_message_size == SETTINGS.announced_message_size
+
+
+async def test_persistent_topics_with_pattern_and_hash(tmp_path: Path) -> None:
+    async with gateway(tmp_path, nodes_with()) as (binary, http):
+        raw, _ = await connected(binary)
+        async with raw:
+            raw.send(codec.get_topics_of_namespace("public/default", 5))
+            whole = (await raw.expect()).getTopicsOfNamespaceResponse
+            raw.send(
+                codec.get_topics_of_namespace(
+                    "public/default", 6, topics_pattern="persistent://public/default/orders-.*"
+                )
+            )
+            matching = (await raw.expect()).getTopicsOfNamespaceResponse
+            raw.send(
+                codec.get_topics_of_namespace(
+                    "public/default",
+                    7,
+                    topics_pattern="public/default/orders-.*",
+                    topics_hash=matching.topics_hash,
+                )
+            )
+            unchanged = (await raw.expect()).getTopicsOfNamespaceResponse
+            raw.send(codec.get_topics_of_namespace("nope", 8))
+            invalid = await raw.expect()
+        status, listed = await http_get(http, "/admin/v2/namespaces/public/default/topics")
+        missing, _ = await http_get(http, "/admin/v2/namespaces/public/ghost/topics")
+    assert (whole.request_id, list(whole.topics), whole.filtered) == (5, TOPICS, False)
+    assert whole.topics_hash == topics_hash(TOPICS) and whole.changed
+    assert list(matching.topics) == TOPICS[:2] and matching.filtered
+    assert (list(unchanged.topics), unchanged.changed) == ([], False)
+    assert invalid.type == BaseCommand.ERROR and invalid.error.request_id == 8
+    assert invalid.error.error == ServerError.InvalidTopicName
+    assert (status, listed) == (200, TOPICS)
+    assert missing == 404
+
+
+async def test_non_persistent_topics_and_schemas_come_from_a_broker(tmp_path: Path) -> None:
+    async with BrokerPeer(name="broker") as peer:
+        peer.topics["public/default"] = ["non-persistent://public/default/np"]
+        peer.schemas["persistent://public/default/payments"] = codec.schema(
+            "public/default/payments", Schema.JSON, b'{"type":"record"}', {"k": "v"}
+        )
+        peer.schema_version = 2
+        async with gateway(tmp_path, nodes_with(peer)) as (binary, http):
+            raw, _ = await connected(binary)
+            async with raw:
+                raw.send(
+                    codec.get_topics_of_namespace(
+                        "public/default", 40, CommandGetTopicsOfNamespace.NON_PERSISTENT
+                    )
+                )
+                topics = (await raw.expect()).getTopicsOfNamespaceResponse
+                raw.send(codec.get_schema("persistent://public/default/payments", 41))
+                schema = (await raw.expect()).getSchemaResponse
+                raw.send(codec.get_schema("persistent://public/default/none", 42))
+                no_schema = (await raw.expect()).getSchemaResponse
+            listed = await http_get(
+                http, "/admin/v2/namespaces/public/default/topics?mode=NON_PERSISTENT"
+            )
+            rest = await http_get(http, "/admin/v2/schemas/public/default/payments/schema")
+            versioned = await http_get(http, "/admin/v2/schemas/public/default/payments/schema/2")
+            absent = await http_get(http, "/admin/v2/schemas/public/default/none/schema")
+    assert (topics.request_id, list(topics.topics)) == (40, ["non-persistent://public/default/np"])
+    assert schema.request_id == 41 and schema.schema.type == Schema.JSON
+    assert schema.schema_version == (2).to_bytes(8, "big")
+    assert (no_schema.request_id, no_schema.error_code) == (42, ServerError.TopicNotFound)
+    assert listed == (200, ["non-persistent://public/default/np"])
+    assert rest == (
+        200,
+        {
+            "version": 2,
+            "type": "JSON",
+            "timestamp": 0,
+            "data": '{"type":"record"}',
+            "properties": {"k": "v"},
+        },
+    )
+    assert versioned[0] == 200
+    assert absent[0] == 404
+    # The REST version went to the broker as 8 bytes, big-endian.
+    assert peer.topics_seen("GET_SCHEMA").count("persistent://public/default/payments") == 3
+
+
+async def partitions(raw: RawClient, topic: str, request_id: int, creation: bool | None) -> Any:
+    raw.send(codec.partitioned_metadata(topic, request_id, metadata_auto_creation_enabled=creation))
+    answer = await raw.expect()
+    assert answer.type == BaseCommand.PARTITIONED_METADATA_RESPONSE
+    return answer.partitionMetadataResponse
+
+
+async def test_partitioned_metadata_follows_the_creation_rules(tmp_path: Path) -> None:
+    off = AutoCreationSettings(allow=False)
+    async with gateway(tmp_path, nodes_with(), off) as (binary, http):
+        raw, _ = await connected(binary)
+        async with raw:
+            existing = await partitions(raw, "persistent://public/default/payments", 1, None)
+            missing = await partitions(raw, "persistent://public/default/missing", 2, None)
+            partitioned = await partitions(raw, "persistent://public/default/orders", 3, False)
+        lookup, body = await http_get(http, "/lookup/v2/topic/persistent/public/default/missing")
+        exists, _ = await http_get(http, "/lookup/v2/topic/persistent/public/default/payments")
+        part, _ = await http_get(
+            http,
+            "/admin/v2/persistent/public/default/missing/partitions?checkAllowAutoCreation=true",
+        )
+    assert (existing.partitions, existing.HasField("error")) == (0, False)
+    assert missing.error == ServerError.TopicNotFound and missing.request_id == 2
+    assert partitioned.partitions == 2
+    assert (lookup, body) == (
+        404,
+        {"reason": "Topic not found persistent://public/default/missing"},
+    )
+    assert exists != 404
+    assert part == 404
+
+
+async def test_a_partitioned_topic_is_created_by_a_broker(tmp_path: Path) -> None:
+    creation = AutoCreationSettings(topic_type=TopicType.PARTITIONED, default_partitions=3)
+    peer = BrokerPeer(name="broker", create_partitions=3)
+    async with peer, gateway(tmp_path, nodes_with(peer), creation) as (binary, http):
+        raw, _ = await connected(binary)
+        async with raw:
+            created = await partitions(raw, "persistent://public/default/fresh", 9, True)
+            existing = await partitions(raw, "persistent://public/default/payments", 10, True)
+            # A client that asks for no creation gets TopicNotFound, and no broker is asked.
+            refused = await partitions(raw, "persistent://public/default/other", 11, False)
+        rest = await http_get(
+            http,
+            "/admin/v2/persistent/public/default/second/partitions?checkAllowAutoCreation=true",
+        )
+    assert (created.request_id, created.partitions) == (9, 3)
+    assert existing.partitions == 0
+    assert refused.error == ServerError.TopicNotFound
+    assert rest == (200, {"partitions": 3})
+    assert [(c.topic, c.creation) for c in peer.seen if c.type_name == "PARTITIONED_METADATA"] == [
+        ("persistent://public/default/fresh", True),
+        ("persistent://public/default/second", True),
+    ]
+
+
+@pytest.mark.zookeeper
+async def test_a_new_topic_is_listed_through_the_children_watch(
+    zookeeper: EmbeddedZooKeeper, zk_chroot: str, zk_admin: KazooClient
+) -> None:
+    seed(zk_admin, nodes_with())
+    source = ZooKeeperSource(
+        parse_metadata_url(f"zk:{zookeeper.connect_string}{zk_chroot}"), start_timeout=15
+    )
+    await source.start()
+    service = LookupService(source)
+    try:
+        first = await service.topics_of_namespace("public/default")
+        assert list(first.topics) == TOPICS
+        zk_admin.create(f"{LEDGERS}/refunds", b"")
+
+        async def listed() -> bool:
+            again = await service.topics_of_namespace("public/default")
+            return "persistent://public/default/refunds" in again.topics
+
+        await eventually(listed)
+        reads = source.reads
+        await service.topics_of_namespace("public/default")
+        assert source.reads == reads  # answered from the watched list
+        # A namespace nobody created lists nothing and costs no read.
+        assert (await service.topics_of_namespace("public/ghost")).topics == ()
+        assert source.reads == reads
+    finally:
+        await source.close()

@@ -1,0 +1,53 @@
+"""The broker's binary schema answer as its REST GetSchemaResponse."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import pytest
+
+from http_api.schemas import schema_json, version_bytes
+from listeners.protocol import codec
+from listeners.protocol.codec import Schema
+from listeners.protocol.pulsar_api_pb2 import CommandGetSchemaResponse
+
+AVRO = '{"type":"record","name":"R","fields":[]}'
+
+
+def answer(schema: Schema, version: int = 3) -> CommandGetSchemaResponse:
+    return CommandGetSchemaResponse(
+        request_id=1, schema=schema, schema_version=version.to_bytes(8, "big")
+    )
+
+
+def test_a_schema_as_rest_json() -> None:
+    body = schema_json(answer(codec.schema("t/n/x", Schema.AVRO, AVRO.encode(), {"a": "b"}), 7))
+    assert body == {
+        "version": 7,
+        "type": "AVRO",
+        "timestamp": 0,
+        "data": AVRO,
+        "properties": {"a": "b"},
+    }
+    assert list(body) == ["version", "type", "timestamp", "data", "properties"]
+
+
+def test_key_value_data_is_shown_as_the_broker_shows_it() -> None:
+    key = b""  # a primitive (STRING) key has no schema definition
+    value = AVRO.encode()
+    raw = struct.pack(">i", len(key)) + key + struct.pack(">i", len(value)) + value
+    body = schema_json(answer(codec.schema("t/n/x", Schema.KEY_VALUE, raw, {})))
+    assert body["type"] == "KEY_VALUE"
+    assert json.loads(body["data"]) == {"key": "", "value": json.loads(AVRO)}
+
+
+@pytest.mark.parametrize(("text", "raw"), [("0", bytes(8)), ("5", (5).to_bytes(8, "big"))])
+def test_version_bytes(text: str, raw: bytes) -> None:
+    assert version_bytes(text) == raw
+
+
+@pytest.mark.parametrize("text", ["x", "", "1.5", "9" * 21, "99999999999999999999"])
+def test_bad_versions(text: str) -> None:
+    with pytest.raises(ValueError):
+        version_bytes(text)
