@@ -20,9 +20,9 @@ from listeners.auth import Authenticator
 from listeners.binary_server import BinaryServer, BinarySettings
 from listeners.broker_link import BrokerLink, LinkSettings
 from listeners.config import GatewayConfig
-from lookup.log_throttle import LogThrottle
 from listeners.socket_table import SocketSpec
 from lookup.authorization import LookupAuthorizer
+from lookup.log_throttle import LogThrottle
 from lookup.service import LookupService
 from lookup.source import MetadataSource
 from lookup.topic_list import TopicLister

@@ -24,9 +24,9 @@ from aiohttp.web_response import StreamResponse
 from http_api.errors import json_error
 from listeners.client_origin import ClientOrigin
 from listeners.endpoints import Scheme
-from lookup.log_throttle import LogThrottle
 from listeners.proxied_accept import ProxiedAcceptor
 from listeners.socket_table import BACKLOG, BoundSocket, SocketSpec, bind_listening
+from lookup.log_throttle import LogThrottle
 from lookup.metrics import LookupMetrics
 from lookup.networks import NetworkTable
 from tls.server_names import server_name_of

@@ -61,7 +61,6 @@ from listeners.auth import (
 from listeners.broker_link import ANONYMOUS, BrokerLink, Principal, relay
 from listeners.client_origin import ClientOrigin
 from listeners.config import GatewayConfig
-from lookup.log_throttle import LogThrottle
 from listeners.protocol import codec, wire
 from listeners.protocol.codec import (
     DEFAULT_MAX_FRAME_SIZE,
@@ -79,6 +78,7 @@ from listeners.socket_table import BACKLOG, BoundSocket, SocketSpec, bind_listen
 from lookup.auto_creation import Partitions, TopicNotFound, topic_not_found
 from lookup.errors import FailureKind, LookupFailure
 from lookup.errors import ServerError as LookupServerError
+from lookup.log_throttle import LogThrottle
 from lookup.networks import NetworkTable
 from lookup.resolve import LookupAnswer, ResponseKind
 from lookup.selection import ListenerChoice

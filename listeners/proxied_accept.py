@@ -20,8 +20,8 @@ import ssl
 from collections.abc import Callable
 
 from listeners.client_origin import AddressSource, ClientOrigin
-from lookup.log_throttle import LogThrottle
 from listeners.proxy_protocol import ProxyHeader, ProxyProtocolError, limit, parse
+from lookup.log_throttle import LogThrottle
 from lookup.networks import NetworkTable, parse_address
 
 log = logging.getLogger(__name__)
