@@ -33,6 +33,7 @@ from lookup.model import (
     POLICIES_ROOT,
     SERVICE_UNIT_STATE_ROOT,
 )
+from lookup.topic_list import MANAGED_LEDGERS_ROOT
 from metadata_store.url import MetadataUrl
 
 log = logging.getLogger(__name__)
@@ -154,8 +155,9 @@ def _ancestors(path: str) -> Iterable[str]:
 
 
 def dump(client: KazooClient, roots: Iterable[str] = DUMP_ROOTS) -> dict[str, Any]:
-    """Every node under `roots` that holds data or is a leaf, as decoded JSON."""
-    result: dict[str, Any] = {}
+    """Every node under `roots` that holds data or is a leaf, as decoded JSON, and every
+    persistent topic (see dump_topics)."""
+    result: dict[str, Any] = dump_topics(client)
     level = [root for root in roots if client.exists(root)]
     while level:
         following: list[str] = []
@@ -179,3 +181,26 @@ def dump(client: KazooClient, roots: Iterable[str] = DUMP_ROOTS) -> dict[str, An
                 following.extend(f"{base}/{child}" for child in children)
         level = following
     return dict(sorted(result.items()))
+
+
+def dump_topics(client: KazooClient) -> dict[str, None]:
+    """`/managed-ledgers/<tenant>/<ns>/persistent/<topic>` of every persistent topic, without
+    content: a topic exists where its managed ledger does (topic lists, auto-creation), and the
+    ledger's own data (BookKeeper's binary metadata) and cursors below it are not the gateway's."""
+    level = [MANAGED_LEDGERS_ROOT] if client.exists(MANAGED_LEDGERS_ROOT) else []
+    # tenants, namespaces, then the "persistent" domain, then the topics
+    for depth in range(4):
+        following: list[str] = []
+        for start in range(0, len(level), BATCH):
+            batch = level[start : start + BATCH]
+            reads = [(path, client.get_children_async(path)) for path in batch]
+            for path, children_result in reads:
+                try:
+                    children = children_result.get()
+                except NoNodeError:
+                    continue  # deleted while we walked
+                if depth == 2:  # below a namespace: only the persistent domain holds ledgers
+                    children = [c for c in children if c == "persistent"]
+                following.extend(f"{path}/{child}" for child in children)
+        level = following
+    return dict.fromkeys(level)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from gateway.cli import main
+from metadata_store.admin import connected, dump
 from metadata_store.embedded_zookeeper import EmbeddedZooKeeper, free_port
 from metadata_store.snapshot import read_snapshot
 from tests.processes import DEMO, EXE
@@ -80,3 +81,23 @@ def test_an_unreachable_zookeeper_fails_soon_with_one_line(
     assert result.stdout == ""
     assert not (tmp_path / "dump.json").exists()
     assert took < 15  # the promise is "a few seconds" (a 5 s connect deadline), not kazoo's 15+
+
+
+def test_dump_keeps_persistent_topics_without_their_ledgers(
+    zookeeper: EmbeddedZooKeeper, tmp_path: Path
+) -> None:
+    chroot = f"/ledgers-{tmp_path.name}"
+    ledgers = f"{chroot}/managed-ledgers/acme/orders"
+    with connected(zookeeper.connect_string) as admin:
+        # a managed ledger holds BookKeeper's binary metadata and has cursors below it
+        admin.create(f"{ledgers}/persistent/t%201", b"\x08\x01\xff binary", makepath=True)
+        admin.create(f"{ledgers}/persistent/t%201/sub-a", b"\x00cursor", makepath=True)
+        admin.create(f"{ledgers}/persistent/t2", b"", makepath=True)
+        admin.create(f"{ledgers}/non-persistent/ignored", b"", makepath=True)
+    with connected(zookeeper.connect_string + chroot) as client:
+        nodes = dump(client)
+    topics = {path: value for path, value in nodes.items() if path.startswith("/managed-ledgers")}
+    assert topics == {
+        "/managed-ledgers/acme/orders/persistent/t%201": None,
+        "/managed-ledgers/acme/orders/persistent/t2": None,
+    }
