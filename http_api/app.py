@@ -158,10 +158,11 @@ class _Routes:
     # -- Pulsar's REST routes -----------------------------------------------------------------
 
     async def lookup(self, request: web.Request) -> web.Response:
+        client, server_name = self._client(request)
+        choice: ListenerChoice | None = None
         try:
             role = self._role(request)
             topic = _topic(request, trailing=0)
-            client, server_name = self._client(request)
             choice = self._choose(request, client, server_name)
             answer = await self.service.lookup(
                 topic, choice, protocol="http", role=role, client=client
@@ -175,6 +176,8 @@ class _Routes:
                 return web.Response(body=body, content_type="application/json", charset="utf-8")
             location = redirect_location(answer, secure=request.secure)
         except LookupFailure as failure:
+            # (the raw path: the topic may be what failed to parse)
+            self.service.log_refused("http", client, choice, request.rel_url.raw_path, failure)
             return failure_response(failure)
         return web.Response(status=307, headers={"Location": location})
 

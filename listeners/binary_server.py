@@ -728,6 +728,7 @@ class _Connection(asyncio.Protocol):
             choice = self._service.choose(explicit=name, socket_listener=self._listener)
             refused = self._guard.refusal(choice)
             if refused is not None:
+                self._service.log_refused("binary", self.origin, choice, body.topic, refused)
                 out.append(_lookup_failed(body.request_id, refused))
                 return
         else:

@@ -111,6 +111,7 @@ class LookupFailure(Exception):
         super().__init__(message)
         self.kind = kind
         self.message = message
+        self.logged = False  # the lookup service wrote its log line already
 
     @property
     def code(self) -> ServerError:

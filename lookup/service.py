@@ -151,7 +151,7 @@ class LookupService:
                 cache[key] = answer
         except LookupFailure as exc:
             self.metrics.failures.labels(*labels, exc.code.name).inc()
-            _log_lookup(logging.INFO, protocol, client, choice, topic, exc.code.name, exc.message)
+            self.log_refused(protocol, client, choice, topic, exc)
             raise
         finally:
             self.pending -= 1
@@ -164,6 +164,21 @@ class LookupService:
                 logging.DEBUG, protocol, client, choice, topic, outcome, str(answer.broker_id)
             )
         return answer
+
+    def log_refused(
+        self,
+        protocol: str,
+        client: object,
+        choice: ListenerChoice | None,
+        topic: str | TopicName | None,
+        failure: LookupFailure,
+    ) -> None:
+        """The INFO line of a refused or failed lookup, once per failure (a front end calls it
+        for what it refuses before asking the service: a bad name, credentials, a listener)."""
+        if not failure.logged:
+            failure.logged = True
+            outcome = failure.code.name
+            _log_lookup(logging.INFO, protocol, client, choice, topic, outcome, failure.message)
 
     def _answers_now(self) -> dict[tuple[str, ListenerChoice], LookupAnswer]:
         """Answers resolved from the current view. resolve() is pure, so an answer holds until
@@ -355,8 +370,8 @@ def _log_lookup(
     level: int,
     protocol: str,
     client: object,
-    choice: ListenerChoice,
-    topic: str | TopicName,
+    choice: ListenerChoice | None,
+    topic: str | TopicName | None,
     outcome: str,
     detail: str,
 ) -> None:
@@ -366,8 +381,10 @@ def _log_lookup(
         outcome,
         protocol,
         client if client is not None else "-",
-        choice.name or "-",
-        choice.source.value,
-        printable(topic if isinstance(topic, str) else topic.full, TOPIC_IN_LOG),
+        (choice.name if choice is not None else None) or "-",
+        choice.source.value if choice is not None else "-",
+        "-"
+        if topic is None
+        else printable(topic if isinstance(topic, str) else topic.full, TOPIC_IN_LOG),
         detail,
     )

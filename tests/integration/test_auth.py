@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable
@@ -313,12 +314,20 @@ async def test_binary_unauthorized_role_cannot_probe_namespaces(world: World) ->
         assert (await lookup(raw, GHOST)).error == ServerError.MetadataError  # not found
 
 
-async def test_binary_allowed_listener_names(world: World) -> None:
+async def test_binary_allowed_listener_names(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="lookup.service")
     async with raw_client(world.binary["external"]) as raw:
         await connect(raw, "token", token(ROOT))
         refused = await lookup(raw, listener="internal")
         assert (refused.response, refused.error) == (LookupType.Failed, ServerError.NotAllowedError)
         assert "listener 'internal' may not be asked for" in refused.message
+        logged = [
+            r.getMessage() for r in caplog.records if "lookup NotAllowedError" in r.getMessage()
+        ]
+        assert len(logged) == 1 and "protocol=binary" in logged[0], logged
+        assert "listener=internal chosen_by=explicit" in logged[0]
         assert "external" not in refused.message  # the allowed names are not told to clients
         own = await lookup(raw, request_id=2, listener="external")
         assert own.brokerServiceUrl == EXTERNAL_URL

@@ -75,6 +75,8 @@ def test_json_lines_and_the_refused_lookup_line(tmp_path: Path) -> None:
         base = gateway.urls[("http", "external")]
         assert status_of(f"{base}/lookup/v2/topic/{MISSING_NAMESPACE}") == 404
         assert status_of(f"{base}/lookup/v2/topic/{OWNED}") == 200
+        # refused before the lookup service is asked: a name that does not parse
+        assert status_of(f"{base}/lookup/v2/topic/persistent/public/default/%2E%2E") == 400
     finally:
         assert gateway.stop() == 0
     records = [json.loads(line) for line in "".join(gateway.lines).splitlines() if line.strip()]
@@ -84,8 +86,11 @@ def test_json_lines_and_the_refused_lookup_line(tmp_path: Path) -> None:
         stamp = datetime.fromisoformat(record["ts"].replace("Z", "+00:00"))
         assert record["ts"].endswith("Z") and stamp.utcoffset() is not None
     refused = [r for r in records if r["message"].startswith("lookup ")]
-    # one INFO line for the refused lookup; the answered one is DEBUG, below this level
-    assert len(refused) == 1, refused
+    # one INFO line for each refused lookup; the answered one is DEBUG, below this level
+    assert len(refused) == 2, refused
+    invalid = refused[1]
+    assert invalid["level"] == "INFO" and invalid["message"].startswith("lookup InvalidTopicName")
+    assert "protocol=http" in invalid["message"] and "listener=-" in invalid["message"]
     line = refused[0]
     assert line["level"] == "INFO"
     message = line["message"]
