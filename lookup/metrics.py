@@ -11,7 +11,8 @@ writes its samples to files that /metrics merges, so those gauges are copied int
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from bisect import bisect_left
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from prometheus_client import (
@@ -49,11 +50,81 @@ def multiprocess() -> bool:
     return values.ValueClass is not values.MutexValue
 
 
+class LookupTally:
+    """Answered lookups of one label set, counted in plain numbers and added to their
+    prometheus series when the registry is collected (a scrape) or refreshed: a prometheus
+    update takes a lock, and a warm lookup made five of them. Used from the event loop's thread
+    only, as the collection that flushes it is (the /metrics route runs on the loop).
+
+    `immediate`: every lookup is flushed at once. Multiprocess mode (`run --workers N`) needs
+    it: a scrape reaches one worker, and reads what the others have written to their files."""
+
+    __slots__ = (
+        "_answers", "_immediate", "_latency", "_redirects",
+        "buckets", "connect", "redirect", "seconds",
+    )  # fmt: skip
+
+    def __init__(self, latency: Any, answers: Any, redirects: Any, immediate: bool) -> None:
+        self._latency, self._answers, self._redirects = latency, answers, redirects
+        self._immediate = immediate
+        self.buckets = [0] * (len(LATENCY_BUCKETS) + 1)  # the last one: +Inf
+        self.seconds = 0.0
+        self.connect = 0
+        self.redirect = 0
+
+    def answered(self, seconds: float, connect: bool) -> None:
+        # A histogram bucket holds the values up to and including its bound ("le").
+        self.buckets[bisect_left(LATENCY_BUCKETS, seconds)] += 1
+        self.seconds += seconds
+        if connect:
+            self.connect += 1
+        else:
+            self.redirect += 1
+        if self._immediate:
+            self.flush()
+
+    def flush(self) -> None:
+        """Add what was counted since the last flush to the series. The histogram's own
+        per-bucket values (non-cumulative, one per bound and +Inf, as `observe` keeps them)
+        and its sum are added to directly: one update per bucket used, not one per lookup."""
+        if self.connect:
+            self._answers.inc(self.connect)
+            self.connect = 0
+        if self.redirect:
+            self._redirects.inc(self.redirect)
+            self.redirect = 0
+        buckets = self.buckets
+        for index, count in enumerate(buckets):
+            if count:
+                self._latency._buckets[index].inc(count)
+                buckets[index] = 0
+        if self.seconds:
+            self._latency._sum.inc(self.seconds)
+            self.seconds = 0.0
+
+
+class _Flush:
+    """A collector that exports nothing and flushes the tallies, registered before the
+    series it feeds, so that every collection sees every lookup counted so far."""
+
+    def __init__(self, metrics: LookupMetrics) -> None:
+        self._metrics = metrics
+
+    def describe(self) -> Iterable[Any]:
+        return ()
+
+    def collect(self) -> Iterable[Any]:
+        self._metrics.flush()
+        return ()
+
+
 class LookupMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         self.multiprocess = multiprocess()
         registry = self.registry
+        self._tallies: dict[tuple[str, str, str], LookupTally] = {}
+        registry.register(_Flush(self))
         self.latency = Histogram(
             "pulsar_broker_lookup", "Lookup latency in seconds", LABELS,
             registry=registry, buckets=LATENCY_BUCKETS,
@@ -108,10 +179,27 @@ class LookupMetrics:
         self._live.append((gauge, read))
 
     def refresh(self) -> None:
-        """Copy the live gauges' values into the shared files (multiprocess mode only: in one
-        process they are read at scrape time, and this is not needed)."""
+        """Copy the live gauges' values and the tallies into the shared files (multiprocess
+        mode only: in one process they are read at collection time, and this is not needed)."""
+        self.flush()
         for gauge, read in self._live:
             gauge.set(read())
+
+    def tally(self, labels: tuple[str, str, str]) -> LookupTally:
+        """The tally of answered lookups labelled (listener, chosen_by, protocol)."""
+        tally = self._tallies.get(labels)
+        if tally is None:
+            tally = self._tallies[labels] = LookupTally(
+                self.latency.labels(*labels),
+                self.answers.labels(*labels),
+                self.redirects.labels(*labels),
+                immediate=self.multiprocess,
+            )
+        return tally
+
+    def flush(self) -> None:
+        for tally in self._tallies.values():
+            tally.flush()
 
     def watch_source(self, status: Callable[[], SourceStatus]) -> None:
         """Expose the metadata source's state."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Collection
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from lookup.authorization import LookupAuthorizer
 from lookup.auto_creation import (
@@ -90,8 +90,6 @@ class LookupService:
         self.declared_listeners = (
             frozenset(declared_listeners) if declared_listeners is not None else None
         )
-        # prometheus-client's labels() costs more than a warm resolve(): look each set up once.
-        self._series: dict[tuple[str, str, str], tuple[Any, Any, Any]] = {}
         self._answers: dict[tuple[str, ListenerChoice], LookupAnswer] = {}
         # (role, topic) pairs found authorized in the current view; dropped with the answers.
         self._allowed: set[tuple[str, str]] = set()
@@ -155,9 +153,9 @@ class LookupService:
             raise
         finally:
             self.pending -= 1
-        latency, answers, redirects = self._series_for(labels)
-        latency.observe(time.perf_counter() - started)
-        (answers if answer.response is ResponseKind.CONNECT else redirects).inc()
+        self.metrics.tally(labels).answered(
+            time.perf_counter() - started, answer.response is ResponseKind.CONNECT
+        )
         if log.isEnabledFor(logging.DEBUG):
             outcome = answer.response.name.lower()
             _log_lookup(
@@ -211,18 +209,6 @@ class LookupService:
         if self.declared_listeners is not None and listener not in self.declared_listeners:
             return UNDECLARED
         return listener
-
-    def _series_for(self, labels: tuple[str, str, str]) -> tuple[Any, Any, Any]:
-        series = self._series.get(labels)
-        if series is None:
-            m = self.metrics
-            series = (
-                m.latency.labels(*labels),
-                m.answers.labels(*labels),
-                m.redirects.labels(*labels),
-            )
-            self._series[labels] = series
-        return series
 
     async def authorize(self, topic: str | TopicName, role: str) -> None:
         """Raise LookupFailure(NOT_AUTHORIZED) unless `role` may look up `topic` (no-op when
@@ -280,10 +266,12 @@ class LookupService:
                 "lookups refused: maxConcurrentLookupRequest=%d in flight (TooManyRequests)",
                 self.max_concurrent,
             )
-            raise LookupFailure(
+            refused = LookupFailure(
                 FailureKind.TOO_MANY_REQUESTS,
                 f"Too many concurrent lookups (maxConcurrentLookupRequest={self.max_concurrent})",
             )
+            refused.logged = True  # the throttled line above stands for it
+            raise refused
 
     async def _read(self, read: Callable[[ClusterView], T]) -> T:
         """Run a pure read; fetch whatever node it lacks and run it again."""
