@@ -47,6 +47,7 @@ import types
 from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass, field
 from importlib import metadata
+from time import perf_counter
 from typing import Any, TypeVar, cast
 
 from google.protobuf.unknown_fields import UnknownFieldSet
@@ -61,6 +62,7 @@ from listeners.auth import (
 from listeners.broker_link import ANONYMOUS, BrokerLink, Principal, relay
 from listeners.client_origin import ClientOrigin
 from listeners.config import GatewayConfig
+from listeners.lookup_memo import AnswerTemplate, LookupMemo, split_lookup
 from listeners.protocol import codec, wire
 from listeners.protocol.codec import (
     DEFAULT_MAX_FRAME_SIZE,
@@ -83,6 +85,7 @@ from lookup.networks import NetworkTable
 from lookup.resolve import LookupAnswer, ResponseKind
 from lookup.selection import ListenerChoice
 from lookup.service import LookupService
+from lookup.service import log as service_log
 from lookup.topics import TopicName
 from tls.server_names import server_name_of
 
@@ -132,6 +135,9 @@ class BinarySettings:
     handshake_timeout: float = 10.0
     max_message_size: int | None = None
     reuse_port: bool = False  # SO_REUSEPORT: worker processes share the port (`--workers`)
+    # Answer a repeated LOOKUP from its bytes (listeners.lookup_memo); off: always in full
+    # (the reference the memo is tested and measured against).
+    memoise_lookups: bool = True
     # Clients come through balancers that write a PROXY header first; believed only from these.
     proxy_protocol: bool = False
     trusted_proxies: NetworkTable[bool] = field(default_factory=NetworkTable)
@@ -202,6 +208,7 @@ class BinaryServer(BoundSocket):
         self.refused = LogThrottle(log, logging.WARNING)  # a flood must not flood the log
         self._stopping = False
         self.answers = _AnswerFrames()
+        self.memo = LookupMemo()  # warm LOOKUPs of unauthenticated connections, by their bytes
         self.authenticator = authenticator or Authenticator()
         self.guard = self.authenticator.for_listener(spec.listener)
         # The choice for every lookup that names no listener: made once for the socket, or once
@@ -347,14 +354,29 @@ class _AnswerFrames:
 
     def __init__(self) -> None:
         self._commands: dict[tuple[ResponseKind, str | None, str | None, bool], BaseCommand] = {}
+        self._templates: dict[int, AnswerTemplate] = {}  # by id() of a kept command
 
     def frame(self, request_id: int, answer: LookupAnswer) -> bytes:
+        command = self._command(answer)
+        command.lookupTopicResponse.request_id = request_id
+        return codec.encode_command(command)
+
+    def template(self, answer: LookupAnswer) -> AnswerTemplate:
+        """The frame of `answer` with a hole for the request id (for the lookup memo)."""
+        command = self._command(answer)
+        template = self._templates.get(id(command))
+        if template is None:
+            template = self._templates[id(command)] = AnswerTemplate.of(command)
+        return template
+
+    def _command(self, answer: LookupAnswer) -> BaseCommand:
         urls = answer.urls
         key = (answer.response, urls.service_url, urls.service_url_tls, answer.authoritative)
         command = self._commands.get(key)
         if command is None:
             if len(self._commands) >= self.LIMIT:
                 self._commands.clear()
+                self._templates.clear()
             command = self._commands[key] = _decoded(
                 codec.lookup_response(
                     0,
@@ -364,8 +386,7 @@ class _AnswerFrames:
                     authoritative=answer.authoritative,
                 )
             )
-        command.lookupTopicResponse.request_id = request_id
-        return codec.encode_command(command)
+        return command
 
 
 def _decoded(frame: bytes) -> BaseCommand:
@@ -461,6 +482,10 @@ class _Connection(asyncio.Protocol):
         self._identity: Identity | None = None  # who authenticated (None: not required)
         self._role: str | None = None
         self._principal = ANONYMOUS  # who forwarded requests are made for
+        # The lookup memo of this connection's listener choice (None: every request takes the
+        # full path: before CONNECTED, and where a role is checked per lookup).
+        self._memo: dict[bytes, tuple[AnswerTemplate, Any, bool]] | None = None
+        self._memo_key: bytes | None = None  # the request being answered, when memoisable
         self._decoder = FrameDecoder(min(server.settings.max_frame_size, PRE_CONNECT_MAX_FRAME))
         self._transport: asyncio.Transport | None = None
         self._loop = asyncio.get_running_loop()
@@ -515,9 +540,12 @@ class _Connection(asyncio.Protocol):
         self._awaiting_pong = False
         out: list[bytes] = []
         try:
-            self._decoder.feed(data)
-            while not self._closing:
-                command = self._decoder.next_command()
+            decoder = self._decoder
+            decoder.feed(data)
+            if self._connected:
+                self._requests(decoder, out)
+            while not self._closing:  # (before CONNECTED: the frame cap changes with it)
+                command = decoder.next_command()
                 if command is None:
                     break
                 self._dispatch(command, out)
@@ -535,6 +563,41 @@ class _Connection(asyncio.Protocol):
         self._send(out)
         if self._closing:  # a command asked for it: answers first, then close
             self.close()
+
+    def _requests(self, decoder: FrameDecoder, out: list[bytes]) -> None:
+        """Answer every complete frame of a connected client: a LOOKUP answered before with
+        the same bytes but for its request id from the memo, anything else in full."""
+        memo = self._memo if self._memo is not None and self._memo_usable() else None
+        decode, dispatch, service = codec.decode_command, self._dispatch, self._service
+        append, split_of, clock = out.append, split_lookup, perf_counter  # (a hot loop)
+        while not self._closing:
+            bodies = decoder.bodies()
+            if not bodies:
+                return
+            for body in bodies:
+                if self._closing:
+                    return
+                split = split_of(body) if memo is not None else None
+                if split is None:
+                    dispatch(decode(body), out)
+                    continue
+                entry = memo.get(split[0])  # type: ignore[union-attr]  # (split: memo is set)
+                if entry is None or service.pending >= service.max_concurrent:
+                    command = decode(body)
+                    # The full path memoises its answer to a request in protobuf's own shape
+                    # only (a repeated request id, say, would be read differently by the key).
+                    if (
+                        entry is None
+                        and isinstance(command, BaseCommand)
+                        and command.SerializeToString() == body
+                    ):
+                        self._memo_key = split[0]
+                    dispatch(command, out)
+                    self._memo_key = None
+                    continue
+                started = clock()
+                append(entry[0].frame(split[1]))
+                entry[1].answered(clock() - started, entry[2])
 
     def eof_received(self) -> bool:
         # A Pulsar client never half-closes; close our side too (lookups in flight are dropped).
@@ -675,6 +738,8 @@ class _Connection(asyncio.Protocol):
         size = self._settings.announced_message_size
         out.append(codec.connected(SERVER_VERSION, version, size, _FEATURES))
         self._connected = True
+        if self._identity is None and self._role is None and self._settings.memoise_lookups:
+            self._memo = self._server.memo.entries_for(self._socket_choice)
         self._decoder.max_frame_size = self._settings.max_frame_size
         if self._handshake_timer is not None:
             self._handshake_timer.cancel()
@@ -753,7 +818,30 @@ class _Connection(asyncio.Protocol):
                     f"URL for the {answer.listener.name} listener"
                 ),
             )
+        if self._memo_key is not None and self._memo is not None:
+            self._remember(self._memo, self._memo_key, answer)
         return self._answers.frame(request_id, answer)
+
+    def _memo_usable(self) -> bool:
+        """Whether memoised answers are what the full path would give for this batch of
+        frames: the view they were made from is current (checked here, entries dropped
+        otherwise; it changes only between batches, by ZooKeeper's callbacks), and answered
+        lookups are not logged (DEBUG). Each hit also checks that lookups are not at
+        maxConcurrentLookupRequest (the full path would refuse it)."""
+        view = self._service.source.view
+        self._server.memo.check_view(view, view.version)
+        return not service_log.isEnabledFor(logging.DEBUG)
+
+    def _remember(
+        self, memo: dict[bytes, tuple[AnswerTemplate, Any, bool]], key: bytes, answer: LookupAnswer
+    ) -> None:
+        """Memoise the answer the full path just gave (synchronously, from the current view)
+        to the request whose key is `key`, with the metric it counts in."""
+        view = self._service.source.view
+        self._server.memo.check_view(view, view.version)
+        tally = self._service.tally_for(answer.listener, "binary")
+        connect = answer.response is ResponseKind.CONNECT
+        self._server.memo.remember(memo, key, (self._answers.template(answer), tally, connect))
 
     def _partitioned_metadata(self, command: BaseCommand, out: list[bytes]) -> None:
         body = command.partitionMetadata

@@ -148,10 +148,60 @@ class FrameDecoder:
         """The next complete command, or None if more bytes are needed."""
         self._check_usable()
         try:
-            return self._next_command()
+            body = self._next_body()
+            return None if body is None else decode_command(body)
         except RemoteProtocolError as exc:
             self._failure = exc
             raise
+
+    def next_body(self) -> bytes | None:
+        """The serialized BaseCommand of the next complete frame, not decoded (for a caller
+        that recognises some commands by their bytes; `decode_command` decodes the others), or
+        None if more bytes are needed. Frame sizes are checked as for `next_command`."""
+        self._check_usable()
+        try:
+            return self._next_body()
+        except RemoteProtocolError as exc:
+            self._failure = exc
+            raise
+
+    def bodies(self) -> list[bytes]:
+        """The bodies of every complete frame buffered, as `next_body` would give them one by
+        one, in one pass (for a peer that pipelines many small frames). When a frame is
+        malformed, the bodies before it are returned and the error is raised now if there are
+        none, else by the next call."""
+        self._check_usable()
+        buf, pos, end = self._buf, self._pos, len(self._buf)
+        limit, unpack = self._max_frame_size, _HEADER.unpack_from
+        found: list[bytes] = []
+        with memoryview(buf) as view:
+            while end - pos >= _MIN_FRAME_SIZE:
+                total_size, cmd_size = unpack(buf, pos)
+                if not (_SIZE_FIELD <= total_size <= limit - _SIZE_FIELD) or (
+                    cmd_size > total_size - _SIZE_FIELD
+                ):
+                    break  # malformed: _next_body below says how
+                following = pos + _SIZE_FIELD + total_size
+                if following > end:
+                    break
+                found.append(
+                    view[pos + _MIN_FRAME_SIZE : pos + _MIN_FRAME_SIZE + cmd_size].tobytes()
+                )
+                pos = following
+        self._pos = pos
+        try:
+            body = self._next_body()  # a frame the loop stopped at: complete, short or bad
+        except RemoteProtocolError as exc:
+            self._failure = exc
+            if not found:
+                raise
+            return found
+        if body is not None:  # (not reached: the loop takes every complete, valid frame)
+            found.append(body)
+        elif self._pos == len(buf):
+            buf.clear()
+            self._pos = 0
+        return found
 
     def _check_usable(self) -> None:
         if self._failure is not None:
@@ -159,7 +209,7 @@ class FrameDecoder:
                 f"frame decoder already failed: {self._failure}"
             ) from self._failure
 
-    def _next_command(self) -> Command | None:
+    def _next_body(self) -> bytes | None:
         available = len(self._buf) - self._pos
         if available < _SIZE_FIELD:
             return None
@@ -187,7 +237,7 @@ class FrameDecoder:
         if self._pos == len(self._buf):
             self._buf.clear()
             self._pos = 0
-        return decode_command(body)
+        return body
 
 
 def decode_command(body: bytes) -> Command:

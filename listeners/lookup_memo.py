@@ -1,0 +1,169 @@
+"""Warm LOOKUPs answered from bytes: the answer frame of a LOOKUP the gateway has answered
+before, kept by the request's bytes with the request id cut out, so that asking again costs
+no protobuf decode, no lookup and no encode. Sans-IO: bytes in, bytes out.
+
+Only requests in protobuf's canonical shape are memoised (BaseCommand = type LOOKUP then the
+lookupTopic body and nothing else; the body = topic, then request_id, then the other fields in
+field order, as every client's protobuf library writes them). A memo entry is made from the
+full path's own answer to such a request, so a later request with the same bytes but for the
+request id is the same question: same topic, same flags, same listener name, each written
+once. Anything else (another field order, a repeated field, unknown fields) does not match a
+canonical key's bytes and takes the full path. Entries hold for one version of the cluster view
+(the service's answers do too) and are dropped when it changes.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from listeners.protocol.pulsar_api_pb2 import BaseCommand
+from listeners.protocol.wire import encode_varint
+
+#: BaseCommand field 1 (type) = LOOKUP (23), then field 23 (lookupTopic), length-delimited.
+LOOKUP_HEAD = b"\x08\x17\xba\x01"
+#: BaseCommand field 1 (type) = LOOKUP_RESPONSE (24), then field 24 (lookupTopicResponse).
+RESPONSE_HEAD = b"\x08\x18\xc2\x01"
+_TOPIC_TAG = 0x0A  # CommandLookupTopic field 1, length-delimited
+_REQUEST_ID_TAG = 0x10  # CommandLookupTopic field 2, varint
+_RESPONSE_REQUEST_ID_FIELD = 4  # CommandLookupTopicResponse.request_id
+_RESPONSE_REQUEST_ID_TAG = b"\x20"  # field 4, varint
+_SIZES = struct.Struct(">II")
+
+MAX_ENTRIES = 65_536  # per listener choice; more starts that memo over
+MAX_KEY_BYTES = 32 * 1024 * 1024  # all keys together (they are client bytes)
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int] | None:
+    """(value, position after it), or None for a truncated or over-long varint."""
+    value = shift = 0
+    end = len(data)
+    while pos < end and shift < 64:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+    return None
+
+
+def split_lookup(body: bytes) -> tuple[bytes, bytes] | None:
+    """(key, request id) of a serialized BaseCommand that is a LOOKUP in canonical shape, the
+    key being its lookupTopic body without the request id field, and the request id its varint
+    as sent; None for anything else, and for a request id that is not a minimal varint below
+    2**63 (echoing those bytes would not be what protobuf writes for the value)."""
+    if body[:4] != LOOKUP_HEAD:
+        return None
+    size = len(body)
+    # Lengths below 128 are one byte: the common case is read inline.
+    length = body[4] if size > 4 else 0x80
+    if length < 0x80:
+        start = 5
+    else:
+        read = _varint(body, 4)
+        if read is None:
+            return None
+        length, start = read
+    if start + length != size or start >= size or body[start] != _TOPIC_TAG:
+        return None
+    topic_length = body[start + 1] if start + 1 < size else 0x80
+    if topic_length < 0x80:
+        topic_end = start + 2 + topic_length
+    else:
+        read = _varint(body, start + 1)
+        if read is None:
+            return None
+        topic_end = read[1] + read[0]
+    if topic_end >= size or body[topic_end] != _REQUEST_ID_TAG:
+        return None
+    end = topic_end + 1
+    while end < size and body[end] & 0x80:
+        end += 1
+    end += 1  # the varint's last byte
+    width = end - topic_end - 1
+    if end > size or width > 9 or (width > 1 and body[end - 1] == 0):
+        return None
+    return body[start:topic_end] + body[end:], body[topic_end + 1 : end]
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerTemplate:
+    """A LOOKUP_RESPONSE frame with a hole for the request id: the response's fields before
+    field 4 (request_id) and after it, serialized in field order as protobuf does, and the
+    frame's head for each width of the request id's varint (1 to 9 bytes), made once."""
+
+    before: bytes
+    after: bytes
+    heads: tuple[bytes, ...]  # heads[w]: sizes, BaseCommand head, fields before, request id tag
+
+    @classmethod
+    def of(cls, command: BaseCommand) -> AnswerTemplate:
+        """The template of `command`, a LOOKUP_RESPONSE (its request id is ignored)."""
+        head, tail = BaseCommand(), BaseCommand()
+        head.CopyFrom(command)
+        tail.CopyFrom(command)
+        response_head, response_tail = head.lookupTopicResponse, tail.lookupTopicResponse
+        for field, _ in command.lookupTopicResponse.ListFields():
+            if field.number <= _RESPONSE_REQUEST_ID_FIELD:
+                response_tail.ClearField(field.name)
+            if field.number >= _RESPONSE_REQUEST_ID_FIELD:
+                response_head.ClearField(field.name)
+        before = response_head.SerializePartialToString()
+        after = response_tail.SerializePartialToString()
+        heads = [b""]
+        for width in range(1, 10):
+            inner = len(before) + 1 + width + len(after)
+            size = len(RESPONSE_HEAD) + len(encode_varint(inner)) + inner
+            heads.append(
+                _SIZES.pack(size + 4, size)
+                + RESPONSE_HEAD
+                + encode_varint(inner)
+                + before
+                + _RESPONSE_REQUEST_ID_TAG
+            )
+        return cls(before, after, tuple(heads))
+
+    def frame(self, request_id: bytes) -> bytes:
+        """The frame for the request id whose varint (1 to 9 bytes, as split_lookup gives
+        it) is `request_id`."""
+        return self.heads[len(request_id)] + request_id + self.after
+
+
+class LookupMemo:
+    """The memoised answers of one binary socket, per listener choice (a connection holds the
+    dict of its own choice, so a lookup is one dict read)."""
+
+    def __init__(self, max_entries: int = MAX_ENTRIES, max_key_bytes: int = MAX_KEY_BYTES) -> None:
+        self._max_entries = max_entries
+        self._max_key_bytes = max_key_bytes
+        self._by_choice: dict[Any, dict[bytes, Any]] = {}
+        self._key_bytes = 0
+        self._view: object = None
+        self._version: object = None
+
+    def entries_for(self, choice: Any) -> dict[bytes, Any]:
+        """The memo of one listener choice: key -> whatever the caller keeps (its template and
+        counters). Cleared in place, never replaced, so a caller may hold it."""
+        entries = self._by_choice.get(choice)
+        if entries is None:
+            entries = self._by_choice[choice] = {}
+        return entries
+
+    def check_view(self, view: object, version: object) -> None:
+        """Forget every entry when the cluster view is not the one they were made from."""
+        if view is not self._view or version != self._version:
+            self.clear()
+            self._view, self._version = view, version
+
+    def remember(self, entries: dict[bytes, Any], key: bytes, value: Any) -> None:
+        if len(entries) >= self._max_entries or self._key_bytes + len(key) > self._max_key_bytes:
+            self.clear()
+        entries[key] = value
+        self._key_bytes += len(key)
+
+    def clear(self) -> None:
+        for entries in self._by_choice.values():
+            entries.clear()
+        self._key_bytes = 0

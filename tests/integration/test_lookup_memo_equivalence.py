@@ -1,0 +1,154 @@
+"""The binary server with its lookup memo answers byte for byte what it answers without it:
+random LOOKUP frames (canonical and not, repeated, with and without listener names, for owned,
+unowned, unloading, partitioned, missing and invalid topics) sent to both on real sockets,
+over a change of the cluster view in the middle."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from listeners.binary_server import BinaryServer, BinarySettings
+from listeners.endpoints import Endpoint, Scheme
+from listeners.protocol import codec
+from listeners.protocol.wire import bytes_field, encode_varint, varint_field
+from listeners.socket_table import SocketSpec
+from lookup.service import LookupService
+from metadata_store.file import FileSource
+from metadata_store.snapshot import write_snapshot
+from metadata_store.synthetic import cluster, listeners_of, ownership_node, topic_in_range
+
+HOST = "127.0.0.1"
+WAIT = 10.0
+LOW, MID, HIGH = "0x00000000_0x40000000", "0x40000000_0x80000000", "0x80000000_0xc0000000"
+OWNED_LOW = topic_in_range(0x00000000, 0x40000000)
+TOPICS = [
+    OWNED_LOW,
+    topic_in_range(0x40000000, 0x80000000),  # owned by b2
+    topic_in_range(0x80000000, 0xC0000000),  # being unloaded
+    topic_in_range(0xC0000000, 0xFFFFFFFF),  # unowned: a redirect
+    "orders",  # partitioned (its name answers like any topic)
+    "persistent://public/missing-ns/t",
+    "persistent://public/default/..",  # invalid
+    "persistent://public/default/ünïcode-t",
+    "",
+]
+NAMES = [None, "", "internal", "external", "nope", "bad name!"]
+
+
+def nodes(low_owner: int) -> dict[str, Any]:
+    result = cluster(brokers=3, owned={LOW: low_owner, MID: 2}, leader=1)
+    result[f"/namespace/public/default/{HIGH}"] = ownership_node(3, disabled=True)
+    result["/admin/partitioned-topics/public/default/persistent/orders"] = {"partitions": 4}
+    return result
+
+
+def encode(topic: str, request_id: int, name: str | None, shape: str) -> bytes:
+    """A LOOKUP frame; `shape` other than canonical writes what protobuf would not."""
+    if shape == "canonical":
+        return codec.lookup(topic, request_id, advertised_listener_name=name)
+    topic_field, id_field = bytes_field(1, topic.encode()), varint_field(2, request_id)
+    name_field = bytes_field(7, name.encode()) if name is not None else b""
+    inner = {
+        "swapped": id_field + topic_field + name_field,
+        "repeated-id": topic_field + id_field + name_field + varint_field(2, request_id + 7),
+        "unknown-field": topic_field + id_field + name_field + varint_field(60, 3),
+        "padded-id": topic_field + b"\x10" + encode_varint(request_id)[:-1]
+        + bytes([encode_varint(request_id)[-1] | 0x80, 0]) + name_field,
+    }[shape]  # fmt: skip
+    command = varint_field(1, 23) + bytes_field(23, inner)
+    return struct.pack(">II", len(command) + 4, len(command)) + command
+
+
+REQUESTS = st.lists(
+    st.tuples(
+        st.sampled_from(TOPICS),
+        st.integers(0, 2**64 - 1),
+        st.sampled_from(NAMES),
+        st.sampled_from(
+            ["canonical"] * 4 + ["swapped", "repeated-id", "unknown-field", "padded-id"]
+        ),
+    ),
+    min_size=1,
+    max_size=30,
+)
+
+
+async def read_frame(reader: asyncio.StreamReader) -> bytes:
+    head = await asyncio.wait_for(reader.readexactly(4), WAIT)
+    return head + await asyncio.wait_for(reader.readexactly(struct.unpack(">I", head)[0]), WAIT)
+
+
+class Conversation:
+    """One connection: send frames, read exactly one answer frame per request, raw."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def open(cls, port: int) -> Conversation:
+        reader, writer = await asyncio.open_connection(HOST, port)
+        writer.write(codec.connect("memo-test", 21))
+        await read_frame(reader)  # CONNECTED
+        return cls(reader, writer)
+
+    async def ask(self, frames: list[bytes]) -> list[bytes]:
+        """The answers in order (every lookup here is answered from a complete snapshot, at
+        once, so a connection answers in the order it was asked)."""
+        self.writer.write(b"".join(frames))
+        return [await read_frame(self.reader) for _ in frames]
+
+    async def close(self) -> None:
+        self.writer.close()
+
+
+async def scenario(snapshot: Path, first: list[Any], second: list[Any]) -> None:
+    write_snapshot(snapshot, nodes(low_owner=1))
+    source = FileSource(snapshot, poll_interval=3600)
+    await source.start()
+    service = LookupService(source, internal_listener="internal")
+    servers = []
+    for memoise in (True, False):
+        spec = SocketSpec(Endpoint(Scheme.PULSAR, HOST, 0), "external", "memo test")
+        settings_ = BinarySettings(keep_alive_interval=0, memoise_lookups=memoise)
+        server = BinaryServer(spec, service, settings_)
+        await server.start()
+        servers.append(server)
+    conversations = [await Conversation.open(s.port) for s in servers]
+    memo = servers[0].memo.entries_for(servers[0].socket_choice)
+    first = [(OWNED_LOW, 5, None, "canonical"), *first]  # at least one answer to memoise
+    try:
+        for batch in (first, first, second):  # the first batch twice: the second time warm
+            frames = [encode(*request) for request in batch]
+            with_memo, without = [await c.ask(frames) for c in conversations]
+            assert with_memo == without, batch
+        assert memo, "the warm batch was not memoised"
+        # The view changes: b2 now owns the low bundle. Memoised answers must not outlive it.
+        write_snapshot(snapshot, nodes(low_owner=2))
+        assert source.reload()
+        frames = [encode(*request) for request in [*first, *second]]
+        frames.append(codec.lookup(OWNED_LOW, 1))
+        with_memo, without = [await c.ask(frames) for c in conversations]
+        assert with_memo == without
+        assert listeners_of(2)["external"]["brokerServiceUrl"].encode() in with_memo[-1]
+    finally:
+        for conversation in conversations:
+            await conversation.close()
+        for server in servers:
+            await server.stop(timeout=5)
+        await source.close()
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(REQUESTS, REQUESTS)
+def test_memoised_answers_equal_full_answers(
+    tmp_path: Path, first: list[Any], second: list[Any]
+) -> None:
+    asyncio.run(scenario(tmp_path / "cluster.json", first, second))
