@@ -26,12 +26,12 @@ from cryptography import x509
 from cryptography.x509.oid import NameOID
 
 from gateway.process import Gateway
-from listeners.conf_file import parse_properties
-from listeners.config import GatewayConfig, validate_raw
+from listeners.config import GatewayConfig
 from metadata_store.embedded_zookeeper import free_port
 from metadata_store.snapshot import write_snapshot
 from tests.broker_peer import BrokerPeer
 from tests.e2e.clients import in_thread, produce, reached
+from tests.gateways import config_from, running
 from tests.neighbours import (
     binary_lookup,
     haproxy,
@@ -50,18 +50,7 @@ TOPIC = "persistent://public/default/haproxy-t1"
 def config_of(tmp_path: Path, nodes: dict[str, object], text: str) -> GatewayConfig:
     path = tmp_path / "cluster.json"
     write_snapshot(path, nodes)
-    raw = parse_properties(f"metadataStoreUrl=file:{path}\n{text}", "test.conf")
-    return validate_raw(raw).config
-
-
-@contextlib.asynccontextmanager
-async def running(config: GatewayConfig) -> AsyncIterator[Gateway]:
-    gateway = Gateway(config)
-    await gateway.start()
-    try:
-        yield gateway
-    finally:
-        await gateway.stop()
+    return config_from(f"metadataStoreUrl=file:{path}\n{text}")
 
 
 @contextlib.asynccontextmanager

@@ -11,7 +11,6 @@ tests/e2e/test_behind_haproxy.py. Every network wait is bounded.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ipaddress
 import json
 import socket
@@ -27,11 +26,11 @@ from cryptography import x509
 from cryptography.x509.oid import NameOID
 
 from gateway.process import Gateway
-from listeners.conf_file import parse_properties
-from listeners.config import GatewayConfig, validate_raw
+from listeners.config import GatewayConfig
 from listeners.protocol import codec
 from listeners.proxy_protocol import V2_SIGNATURE
 from metadata_store.snapshot import write_snapshot
+from tests.gateways import config_from, running
 from tests.neighbours import (
     WAIT,
     binary_lookup,
@@ -74,18 +73,7 @@ def config_of(tmp_path: Path, text: str, *, tls: bool = False) -> GatewayConfig:
     }
     path = tmp_path / "cluster.json"
     write_snapshot(path, one_broker_cluster(listeners))
-    raw = parse_properties(f"metadataStoreUrl=file:{path}\n{text}", "test.conf")
-    return validate_raw(raw).config
-
-
-@contextlib.asynccontextmanager
-async def running(config: GatewayConfig) -> AsyncIterator[Gateway]:
-    gateway = Gateway(config)
-    await gateway.start()
-    try:
-        yield gateway
-    finally:
-        await gateway.stop()
+    return config_from(f"metadataStoreUrl=file:{path}\n{text}")
 
 
 @pytest.fixture

@@ -17,7 +17,6 @@ import socket
 import ssl
 import subprocess
 import warnings
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -31,12 +30,12 @@ from cryptography.x509.oid import NameOID
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.process import Gateway
-from listeners.conf_file import parse_properties
-from listeners.config import GatewayConfig, validate_raw
+from listeners.config import GatewayConfig
 from listeners.protocol import codec
 from listeners.protocol.codec import BaseCommand, FrameDecoder
 from metadata_store.snapshot import write_snapshot
 from metadata_store.synthetic import FOUR_BUNDLES, cluster
+from tests.gateways import config_from, running
 from tests.processes import EXE
 from tests.waiting import eventually
 from tls.devcerts import standalone_tls_env
@@ -137,17 +136,7 @@ def metadata(tmp_path: Path) -> str:
 
 
 def config_of(metadata: str, text: str) -> GatewayConfig:
-    return validate_raw(parse_properties(f"metadataStoreUrl={metadata}\n{text}", "t.conf")).config
-
-
-@contextlib.asynccontextmanager
-async def running(config: GatewayConfig) -> AsyncIterator[Gateway]:
-    gateway = Gateway(config)
-    await gateway.start()
-    try:
-        yield gateway
-    finally:
-        await gateway.stop()
+    return config_from(f"metadataStoreUrl={metadata}\n{text}", "t.conf")
 
 
 def per_listener_text(pki: Pki) -> str:
