@@ -21,8 +21,10 @@ from gateway.startup import host_problems, load_or_report, serve_config, setup_l
 from gateway.version import gateway_version
 from listeners.config import GatewayConfig
 from lookup.errors import LookupFailure
+from lookup.protocol_data import PROTOCOL_NAME_RULE, is_protocol_name
 from lookup.resolve import LookupAnswer, ResolvePolicy
 from lookup.service import LookupService
+from lookup.topics import TopicName
 from metadata_store.admin import CONNECT_TIMEOUT, ZooKeeperUnreachable, dump_url, seed_url
 from metadata_store.open import open_source
 from metadata_store.snapshot import SnapshotError, read_snapshot, write_snapshot
@@ -89,6 +91,12 @@ def _parser() -> argparse.ArgumentParser:
     lookup.add_argument("--listener", help="advertised listener name (default: internal)")
     lookup.add_argument("--metadata", required=True, help="zk:host:port[/chroot] or file:PATH")
     lookup.add_argument("--config", type=Path, help="gateway config (bundle defaults, redirects)")
+    lookup.add_argument(
+        "--protocol",
+        metavar="NAME",
+        help="a protocol handler (kafka, mqtt, grpc, ...): print the owner's endpoints of it "
+        "for the listener instead of its Pulsar URLs",
+    )
     lookup.set_defaults(handler=cmd_lookup)
 
     run = sub.add_parser("run", help="run the gateway")
@@ -261,9 +269,15 @@ def cmd_lookup(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"--metadata: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    protocol = getattr(args, "protocol", None)
+    if protocol is not None and not is_protocol_name(protocol):
+        print(f"--protocol: {protocol!r}: use {PROTOCOL_NAME_RULE}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         with _quiet_sources():
-            result = asyncio.run(_lookup(url, args.topic, args.listener, policy, internal))
+            result = asyncio.run(
+                _lookup(url, args.topic, args.listener, policy, internal, protocol)
+            )
     except SnapshotError as exc:
         print(f"--metadata: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -271,7 +285,7 @@ def cmd_lookup(args: argparse.Namespace) -> int:
         print(f"lookup: {exc}", file=sys.stderr)
         return EXIT_FAILED
     print(json.dumps(result, indent=2))
-    return EXIT_FAILED if result["response"] == "failed" else EXIT_OK
+    return EXIT_FAILED if result["response"] in ("failed", "unowned") else EXIT_OK
 
 
 class _Unavailable(Exception):
@@ -295,7 +309,12 @@ def _quiet_sources() -> Iterator[None]:
 
 
 async def _lookup(
-    url: MetadataUrl, topic: str, listener: str | None, policy: ResolvePolicy, internal: str | None
+    url: MetadataUrl,
+    topic: str,
+    listener: str | None,
+    policy: ResolvePolicy,
+    internal: str | None,
+    protocol: str | None = None,
 ) -> dict[str, Any]:
     source = open_source(url, start_timeout=CONNECT_TIMEOUT)
     await source.start()
@@ -306,6 +325,8 @@ async def _lookup(
     service = LookupService(source, policy=policy, internal_listener=internal)
     result: dict[str, Any] = {"topic": topic}
     try:
+        if protocol is not None:
+            return result | await _protocol_lookup(service, topic, listener, protocol)
         answer = await service.lookup(topic, service.choose(explicit=listener), "cli")
         result.update(answer_json(answer))
         result["partitions"] = await service.partitions(answer.topic)
@@ -416,6 +437,25 @@ def cmd_certs(args: argparse.Namespace) -> int:
     print(f"  tls_trust_certs_file_path={d / 'ca.crt'}   (curl --cacert {d / 'ca.crt'})")
     print(f"  mTLS: pulsar.AuthenticationTLS('{d / 'client.crt'}', '{d / 'client.key'}')")
     return EXIT_OK
+
+
+async def _protocol_lookup(
+    service: LookupService, topic: str, listener: str | None, protocol: str
+) -> dict[str, Any]:
+    """`lookup --protocol`: the owner's endpoints (lookup.protocol_data). The command only
+    reads the metadata: an unowned bundle is reported, not handed to a broker (the gateway's
+    HTTP route has one take it)."""
+    answer = await service.protocol_lookup(
+        TopicName.parse(topic), service.choose(explicit=listener), protocol
+    )
+    result: dict[str, Any] = {"response": "connect" if answer.owned else "unowned"}
+    result |= answer.to_json()
+    if not answer.owned:
+        result["message"] = (
+            f"nobody owns bundle {answer.bundle.name}; a Pulsar client would be sent to "
+            f"{answer.broker_id}, and the gateway's protocol route has a broker take it"
+        )
+    return result
 
 
 def answer_json(answer: LookupAnswer) -> dict[str, Any]:

@@ -38,6 +38,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 from http_api.errors import broker_error_response, failure_response, json_error
 from http_api.openapi import OPENAPI
+from http_api.protocols import ProtocolLookups
 from http_api.schemas import schema_json, version_bytes
 from http_api.server import client_of
 from listeners.auth import (
@@ -56,6 +57,7 @@ from listeners.protocol.pulsar_api_pb2 import CommandGetTopicsOfNamespace
 from lookup.auto_creation import Partitions, TopicNotFound, topic_not_found
 from lookup.errors import FailureKind, LookupFailure
 from lookup.networks import NetworkTable, parse_address
+from lookup.protocol_data import PROTOCOL_NAME_RULE, is_protocol_name
 from lookup.resolve import BrokerUrls, LookupAnswer, ResponseKind
 from lookup.selection import LISTENER_NAME_RULE, ChoiceSource, ListenerChoice, is_listener_name
 from lookup.service import LookupService
@@ -107,6 +109,7 @@ def build_app(
     )
     routes.trusted_proxies = trusted_proxies or NetworkTable()
     routes.broker_link = broker_link  # None: requests only a broker can answer fail (503)
+    routes.protocols = ProtocolLookups(service, broker_link)
     # No middleware: aiohttp adds a layer of its own to every request once there is one, and a
     # lookup is cheap enough for that to show. Topic routes answer their failures themselves
     # (mapped in http_api.errors); anything else ends in the catch-all route below.
@@ -115,6 +118,10 @@ def build_app(
         [
             web.get(f"/lookup/v2/topic/{_TOPIC_PATH}", routes.lookup),
             web.get(f"/lookup/v2/topic/{_TOPIC_PATH}/bundle", routes.bundle),
+            web.get(
+                f"/lookup/v2/topic/{_TOPIC_PATH}/protocol/{{protocol:{_SEGMENT}}}",
+                routes.protocol,
+            ),
             web.get(f"/admin/v2/{_TOPIC_PATH}/partitions", routes.partitions),
             web.get(_NAMESPACE_TOPICS, routes.namespace_topics),
             web.get(_SCHEMA_PATH, routes.schema),
@@ -153,6 +160,7 @@ class _Routes:
         self.located = bool(service.routes)  # server names or networks may choose instead
         self.trusted_proxies: NetworkTable[bool] = NetworkTable()
         self.broker_link: BrokerLink | None = None
+        self.protocols = ProtocolLookups(service, None)
         self.catch_all: web.AbstractResource | None = None
 
     # -- Pulsar's REST routes -----------------------------------------------------------------
@@ -180,6 +188,28 @@ class _Routes:
             self.service.log_refused("http", client, choice, request.rel_url.raw_path, failure)
             return failure_response(failure)
         return web.Response(status=307, headers={"Location": location})
+
+    async def protocol(self, request: web.Request) -> web.Response:
+        """The owner's endpoints of a protocol handler for the client's listener (chosen as for
+        a lookup; authenticated and authorized as a lookup); see http_api.protocols."""
+        client, server_name = self._client(request)
+        choice: ListenerChoice | None = None
+        try:
+            role = self._role(request)
+            topic = _topic(request, trailing=2)
+            protocol = request.match_info["protocol"]
+            if not is_protocol_name(protocol):
+                return json_error(
+                    400, f"'{printable(protocol)}' is not a protocol name ({PROTOCOL_NAME_RULE})"
+                )
+            choice = self._choose(request, client, server_name)
+            answer = await self.protocols.answer(
+                topic, choice, protocol, role=role, principal=_principal(request, role)
+            )
+        except LookupFailure as failure:
+            self.service.log_refused("http", client, choice, request.rel_url.raw_path, failure)
+            return failure_response(failure)
+        return web.json_response(answer.to_json())
 
     async def bundle(self, request: web.Request) -> web.Response:
         try:

@@ -40,6 +40,10 @@ STATUS: Mapping[FailureKind, int] = MappingProxyType(
         # reachable (or busy), retriable.
         FailureKind.TOPIC_NOT_FOUND: 404,
         FailureKind.BROKER_UNAVAILABLE: 503,
+        # A protocol handler the owning broker does not run, or no endpoint of it for the
+        # chosen listener: nothing to retry, the reason names what there is.
+        FailureKind.PROTOCOL_NOT_ADVERTISED: 404,
+        FailureKind.NO_PROTOCOL_ENDPOINT: 404,
     }
 )
 # RFC 6750 §3: a 401 names the scheme the client should use.

@@ -129,6 +129,50 @@ OPENAPI: dict[str, Any] = {
                 },
             }
         },
+        "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}/protocol/{protocol}": {
+            "get": {
+                "summary": (
+                    "Where a protocol handler's client (Kafka, MQTT, gRPC, ...) finds the topic: "
+                    "the owning broker's endpoints of that handler for the listener, chosen as "
+                    "for a lookup; a bundle nobody owns is first taken by the broker the load "
+                    "manager picks"
+                ),
+                "operationId": "lookupTopicProtocol",
+                "parameters": [
+                    *_TOPIC_PARAMS,
+                    _path_param(
+                        "protocol",
+                        "protocol handler name, as the brokers advertise it (case ignored)",
+                        pattern="^[A-Za-z0-9_.+-]{1,64}$",
+                    ),
+                    *_LISTENER_PARAMS[:2],
+                ],
+                "responses": {
+                    "200": _json(
+                        "the owner's endpoints", {"$ref": "#/components/schemas/ProtocolAnswer"}
+                    ),
+                    **_TOPIC_ERRORS,
+                    "400": _error(
+                        "invalid topic or protocol name, or a listener name this socket does "
+                        "not allow"
+                    ),
+                    "404": _error(
+                        "the namespace (or the topic) does not exist, the owner does not "
+                        "advertise the protocol (the reason names those it does), or none of "
+                        "its endpoints is the listener's (the reason names the listeners that "
+                        "have one)"
+                    ),
+                    "503": {
+                        **_error(
+                            "the bundle has no owner and no broker took it within 2 s, no "
+                            "broker could be asked, or as for a lookup; retry after Retry-After "
+                            "seconds"
+                        ),
+                        "headers": _RETRY_AFTER,
+                    },
+                },
+            }
+        },
         "/admin/v2/{domain}/{tenant}/{namespace}/{topic}/partitions": {
             "get": {
                 "summary": "Partitioned-topic metadata (0 partitions: not partitioned)",
@@ -294,6 +338,53 @@ OPENAPI: dict[str, Any] = {
                     "httpUrlTls": {"type": "string"},
                     "nativeUrl": {"type": "string", "description": "same as brokerUrl"},
                     "brokerUrlSsl": {"type": "string", "description": "always empty"},
+                },
+            },
+            "ProtocolAnswer": {
+                "type": "object",
+                "required": [
+                    "topic",
+                    "bundle",
+                    "brokerId",
+                    "protocol",
+                    "listener",
+                    "listenerChosenBy",
+                    "endpoints",
+                    "data",
+                ],
+                "properties": {
+                    "topic": {"type": "string"},
+                    "bundle": {"type": "string"},
+                    "brokerId": {"type": "string"},
+                    "protocol": {"type": "string", "description": "as the broker spells it"},
+                    "listener": {"type": "string", "nullable": True},
+                    "listenerChosenBy": {
+                        "type": "string",
+                        "enum": ["explicit", "header", "sni", "network", "socket", "internal"],
+                    },
+                    "endpoints": {
+                        "type": "array",
+                        "items": {"$ref": "#/components/schemas/ProtocolEndpoint"},
+                    },
+                    "data": {
+                        "type": "string",
+                        "description": "the data string the broker advertises, whole",
+                    },
+                },
+            },
+            "ProtocolEndpoint": {
+                "type": "object",
+                "required": ["url", "scheme", "host", "port", "listener"],
+                "properties": {
+                    "url": {"type": "string", "description": "IPv6 hosts in brackets"},
+                    "scheme": {"type": "string"},
+                    "host": {"type": "string"},
+                    "port": {"type": "integer", "nullable": True},
+                    "listener": {
+                        "type": "string",
+                        "nullable": True,
+                        "description": "the listener it belongs to; null: every listener",
+                    },
                 },
             },
             "Schema": {

@@ -4,7 +4,8 @@ Pulsar's proxy, in lookup mode, forwards some requests to a broker; the gateway 
 for GET_TOPICS_OF_NAMESPACE of non-persistent topics (they exist only in brokers' memory),
 GET_SCHEMA (schemas live in BookKeeper), and PARTITIONED_METADATA that must create a
 partitioned topic (the gateway only reads the metadata store) or tell whether a non-persistent
-topic exists.
+topic exists; and a non-authoritative LOOKUP (to the load-manager leader, one Redirect followed)
+when a protocol-handler client asks about a bundle nobody owns, so that a broker takes it.
 
 - **Which broker**: the live brokers of the cluster view (their registrations under
   ``/loadbalance/brokers``), at their **internal** listener's binary URL (the registration's
@@ -265,6 +266,75 @@ class BrokerLink:
         if last is not None:
             raise last
         raise LookupFailure(FailureKind.NO_BROKER, "No broker was available")
+
+    async def lookup(
+        self, topic: str, broker_id: str | None, *, principal: Principal = ANONYMOUS
+    ) -> BaseCommand:
+        """LOOKUP `topic` as a Pulsar client would: non-authoritative, at `broker_id`'s internal
+        URL (the load-manager leader; None or unknown: the next broker in turn), following a
+        Redirect once, so that the broker the load manager picks takes the bundle (the gateway
+        itself never hands a bundle out). Returns the last LOOKUP_RESPONSE, or the broker's
+        ERROR. The lookup names the internal listener where the broker advertises it, so a
+        Redirect points at an address the link can reach."""
+        if self._closed:
+            raise _unavailable("the broker link is closed")
+        registry = await self._registry()
+        broker = registry.brokers.get(broker_id) if broker_id is not None else None
+        url = self._url_of(broker) if broker is not None else None
+        if url is None:
+            candidates = await self._candidates()
+            if not candidates:
+                raise LookupFailure(FailureKind.NO_BROKER, "No broker was available")
+            url = candidates[0]
+        internal = self.settings.internal_listener
+        listener = internal if broker is None or internal in broker.advertised_listeners else None
+
+        def ask(authoritative: bool) -> Callable[[int], bytes]:
+            return lambda request_id: codec.lookup(topic, request_id, authoritative, listener)
+
+        answer = await self._request_at(url, ask(False), principal)
+        body = answer.lookupTopicResponse
+        if answer.type != BaseCommand.LOOKUP_RESPONSE or body.response != body.Redirect:
+            return answer
+        tls = self.settings.tls
+        target = (body.brokerServiceUrlTls if tls else body.brokerServiceUrl) or (
+            body.brokerServiceUrl if tls else body.brokerServiceUrlTls
+        )
+        if not target:
+            return answer
+        return await self._request_at(target, ask(body.authoritative), principal)
+
+    async def _request_at(
+        self, url: str, build: Callable[[int], bytes], principal: Principal
+    ) -> BaseCommand:
+        """One request to the broker at `url` (no other broker is tried), with the link's
+        bounds: the in-flight limit, the request timeout, a failed broker marked."""
+        key_principal = (
+            principal if self.settings.forward_credentials else Principal(principal.role)
+        )
+        if self._in_flight.get(url, 0) >= self.settings.max_in_flight_per_broker:
+            raise LookupFailure(
+                FailureKind.TOO_MANY_REQUESTS,
+                "Too many requests waiting on the brokers; retry later",
+            )
+        try:
+            connection = await self._connection(url, key_principal)
+        except LookupFailure as failure:
+            if failure.kind is FailureKind.BROKER_UNAVAILABLE:
+                self._failed(url, failure.message)
+            raise
+        self._in_flight[url] = self._in_flight.get(url, 0) + 1
+        try:
+            return await connection.request(build, self.settings.request_timeout)
+        except LookupFailure as failure:
+            self._failed(url, failure.message)
+            raise
+        finally:
+            left = self._in_flight[url] - 1
+            if left:
+                self._in_flight[url] = left
+            else:
+                del self._in_flight[url]
 
     async def close(self) -> None:
         self._closed = True

@@ -58,6 +58,10 @@ class FailureKind(Enum):
     # request only a broker can answer when no broker could be reached over the broker link.
     TOPIC_NOT_FOUND = "topic-not-found"
     BROKER_UNAVAILABLE = "broker-unavailable"
+    # Protocol-handler lookups (HTTP only): the owner advertises no data for the protocol, or
+    # none of its endpoints belongs to the chosen listener.
+    PROTOCOL_NOT_ADVERTISED = "protocol-not-advertised"
+    NO_PROTOCOL_ENDPOINT = "no-protocol-endpoint"
 
     @property
     def code(self) -> ServerError:
@@ -101,6 +105,9 @@ _WIRE: dict[FailureKind, tuple[ServerError, bool]] = {
     FailureKind.NO_TLS_REDIRECT: (ServerError.ServiceNotReady, False),
     FailureKind.TOPIC_NOT_FOUND: (ServerError.TopicNotFound, False),
     FailureKind.BROKER_UNAVAILABLE: (ServerError.ServiceNotReady, True),
+    # HTTP only (404); never sent on the binary protocol.
+    FailureKind.PROTOCOL_NOT_ADVERTISED: (ServerError.ServiceNotReady, False),
+    FailureKind.NO_PROTOCOL_ENDPOINT: (ServerError.ServiceNotReady, False),
 }
 
 

@@ -108,6 +108,7 @@ class BrokerData(_Znode):
     persistent_topics_enabled: bool = True
     non_persistent_topics_enabled: bool = True
     advertised_listeners: dict[str, ListenerUrls] = Field(default_factory=dict)
+    # Protocol handler name -> the data it advertises (lookup.protocol_data reads it).
     protocols: dict[str, str] = Field(default_factory=dict)
     bundles: list[str] = Field(default_factory=list)
     num_bundles: int | None = None
@@ -115,6 +116,19 @@ class BrokerData(_Znode):
     load_manager_class_name: str | None = None
     broker_version_string: str | None = None
     last_update: int | None = None
+
+    @field_validator("protocols", mode="before")
+    @classmethod
+    def _protocol_data_as_text(cls, value: Any) -> Any:
+        # A handler may advertise null (Java's map keeps it) or, in a hand-written node,
+        # something other than a string: neither may cost the broker its registration. null
+        # is advertised data of nothing (""); any other value is kept as its JSON text.
+        if not isinstance(value, Mapping):
+            return value
+        return {
+            key: "" if data is None else data if isinstance(data, str) else json.dumps(data)
+            for key, data in value.items()
+        }
 
     @property
     def uses_extensible_load_manager(self) -> bool:

@@ -27,7 +27,8 @@ from lookup.auto_creation import (
 from lookup.bundles import BundleRange
 from lookup.errors import FailureKind, LookupFailure, NodeNotLoaded
 from lookup.log_throttle import LogThrottle
-from lookup.metrics import LookupMetrics
+from lookup.metrics import LookupMetrics, LookupTally
+from lookup.protocol_data import ProtocolAnswer, resolve_protocol
 from lookup.resolve import (
     LookupAnswer,
     ResolvePolicy,
@@ -56,6 +57,7 @@ MAX_CACHED_ANSWERS = 100_000
 MAX_CACHED_BYTES = 32 * 1024 * 1024
 ENTRY_OVERHEAD = 200  # bytes of one entry besides its name: dict slot, key tuple, answer share
 UNDECLARED = "undeclared"  # metric label for a listener name the config does not declare
+MAX_PROTOCOL_DATA_LOGGED = 1024  # unreadable protocol data strings remembered as logged
 
 
 class LookupService:
@@ -131,7 +133,7 @@ class LookupService:
         role, checked when authorization is on (None: the socket needs no authentication).
         `client`: who asks, for the log line (its str() is made only when a line is written:
         every refused lookup at INFO, every answered one at DEBUG)."""
-        labels = (self._label(choice.name), choice.source.value, protocol)
+        labels = self._labels(choice, protocol)
         started = time.perf_counter()
         self._admit(labels)
         self.pending += 1
@@ -162,6 +164,14 @@ class LookupService:
                 logging.DEBUG, protocol, client, choice, topic, outcome, str(answer.broker_id)
             )
         return answer
+
+    def _labels(self, choice: ListenerChoice, protocol: str) -> tuple[str, str, str]:
+        return (self._label(choice.name), choice.source.value, protocol)
+
+    def tally_for(self, choice: ListenerChoice, protocol: str) -> LookupTally:
+        """Where a lookup answered for `choice` over `protocol` is counted (for a front end
+        that answers a repeated lookup itself, as lookup() would have)."""
+        return self.metrics.tally(self._labels(choice, protocol))
 
     def log_refused(
         self,
@@ -352,6 +362,38 @@ class LookupService:
         settings = self.auto_creation
         if not await self._read(lambda view: lookup_allowed(topic, view, settings)):
             raise topic_not_found(topic)
+
+    # -- protocol handlers (lookup.protocol_data) ---------------------------------------------
+
+    _protocol_data_logged: set[tuple[str, str, str]] | None = None
+
+    async def protocol_lookup(
+        self, topic: TopicName, choice: ListenerChoice, protocol: str, *, role: str | None = None
+    ) -> ProtocolAnswer:
+        """The owner's `protocol` endpoints for the chosen listener, authorized like a lookup
+        (an unowned bundle answers `owned=False`). Data the gateway cannot read is logged once
+        per broker, protocol and data string (and passed through raw in the answer)."""
+        declared, policy = self.declared_listeners or (), self.policy
+        answer = await self._guarded(
+            topic,
+            role,
+            lambda name, view: resolve_protocol(name, choice, protocol, view, policy, declared),
+        )
+        if answer.unparsed and answer.data is not None:
+            logged = self._protocol_data_logged
+            if logged is None or len(logged) >= MAX_PROTOCOL_DATA_LOGGED:
+                logged = self._protocol_data_logged = set()
+            key = (str(answer.broker_id), answer.protocol, answer.data)
+            if key not in logged:
+                logged.add(key)
+                log.warning(
+                    "broker %s advertises %s data the gateway cannot read as endpoints; "
+                    "passed through raw: %s",
+                    answer.broker_id,
+                    printable(answer.protocol),
+                    printable(", ".join(answer.unparsed), TOPIC_IN_LOG),
+                )
+        return answer
 
 
 def _log_lookup(

@@ -9,6 +9,10 @@
   (its `topics`), GET_SCHEMA (its `schemas`, else TopicNotFound), PRODUCER with
   PRODUCER_SUCCESS, SUBSCRIBE and the other consumer commands with SUCCESS, and records every
   command (and every CONNECT body). With `silent` it answers nothing after CONNECTED.
+  Playing the load manager: with `redirect_to`, a non-authoritative LOOKUP is answered with an
+  authoritative Redirect there (as the leader sends a client to the broker it picked); with
+  `take_ownership` (e.g. :func:`zookeeper_owner`), a LOOKUP it answers with Connect first has
+  the ownership node written, as a broker that takes a bundle does.
 - :class:`RawClient` is a minimal client for driving a server frame by frame.
 
 Our .proto has no CommandProducer / CommandProducerSuccess (a gateway never needs them), so the
@@ -19,13 +23,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import ssl
 import struct
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from google.protobuf.unknown_fields import UnknownFieldSet
+from kazoo.client import KazooClient
+from kazoo.exceptions import NodeExistsError
 
 from listeners.protocol import codec
 from listeners.protocol.codec import (
@@ -38,6 +45,15 @@ from listeners.protocol.codec import (
 )
 from listeners.protocol.pulsar_api_pb2 import CommandLookupTopicResponse
 from listeners.protocol.wire import bytes_field, read_fields, varint_field
+from lookup.bundles import NamespaceBundles, topic_hash
+from lookup.model import (
+    decode_json,
+    local_policies_path,
+    ownership_path,
+    parse_policies,
+    policies_path,
+)
+from lookup.topics import TopicName
 
 PEER_PROTOCOL_VERSION = 21
 DEFAULT_WAIT = 10.0
@@ -127,7 +143,11 @@ class BrokerPeer:
     schemas: dict[str, Schema] = field(default_factory=dict)  # full topic name -> schema
     schema_version: int = 0
     silent: bool = False
+    # Playing the load manager (see the module docstring).
+    redirect_to: str | None = None
+    take_ownership: Callable[[str], Awaitable[None]] | None = None
     connects: list[Any] = field(default_factory=list)  # CommandConnect bodies, in order
+    _tasks: set[asyncio.Future[None]] = field(default_factory=set)
     _server: asyncio.Server | None = None
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     _transports: set[asyncio.Transport] = field(default_factory=set)
@@ -149,6 +169,8 @@ class BrokerPeer:
             self._server.close()
             for transport in list(self._transports):
                 transport.abort()
+            for task in list(self._tasks):
+                task.cancel()
             await self._server.wait_closed()
             self._server = None
 
@@ -181,6 +203,15 @@ class BrokerPeer:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), remaining)
         return True
+
+    def _takes_bundle(self, command: Command) -> bool:
+        """Whether `command` is a LOOKUP this peer answers by taking the bundle first."""
+        return (
+            self.take_ownership is not None
+            and isinstance(command, BaseCommand)
+            and command.type == BaseCommand.LOOKUP
+            and not (self.redirect_to is not None and not command.lookupTopic.authoritative)
+        )
 
     def _record(self, command: SeenCommand) -> None:
         self.seen.append(command)
@@ -235,6 +266,14 @@ class BrokerPeer:
                     lookup.authoritative,
                 )
             )
+            if self.redirect_to is not None and not lookup.authoritative:
+                reply = codec.lookup_response(
+                    lookup.request_id,
+                    response=CommandLookupTopicResponse.Redirect,
+                    broker_url=self.redirect_to,
+                    authoritative=True,
+                )
+                return [reply], False
             tls = self.ssl_context is not None
             reply = codec.lookup_response(
                 lookup.request_id,
@@ -278,6 +317,43 @@ class BrokerPeer:
         return ([success(request_id)] if request_id is not None else []), False
 
 
+def zookeeper_owner(
+    client: KazooClient, ownership: dict[str, Any]
+) -> Callable[[str], Awaitable[None]]:
+    """What a broker does when it takes a bundle, as a BrokerPeer's `take_ownership`: for the
+    topic of a LOOKUP, find its bundle from the namespace's bundle data in ZooKeeper (the local
+    policies, then the policies, else the whole range) and create the ephemeral ownership node
+    `/namespace/<tenant>/<ns>/<bundle>` holding `ownership` (NamespaceEphemeralData), unless
+    the bundle has an owner already. `client`'s session owns the node."""
+
+    async def take(topic: str) -> None:
+        await asyncio.to_thread(_take_bundle, client, topic, ownership)
+
+    return take
+
+
+def _take_bundle(client: KazooClient, topic: str, ownership: dict[str, Any]) -> None:
+    name = TopicName.parse(topic)
+    namespace = name.namespace_name
+    bundles = NamespaceBundles.full()
+    for path in (local_policies_path(namespace), policies_path(namespace)):
+        if client.exists(path) is None:
+            continue
+        data, _ = client.get(path)
+        policies = parse_policies(path, decode_json(path, data) or {})
+        if policies.bundles is not None:
+            bundles = policies.bundles.to_bundles()
+        break
+    bundle = bundles.find(topic_hash(name.full))
+    with contextlib.suppress(NodeExistsError):
+        client.create(
+            ownership_path(namespace, bundle.name),
+            json.dumps(ownership).encode(),
+            ephemeral=True,
+            makepath=True,
+        )
+
+
 def _first_int(fields: dict[int, list[int | bytes]], number: int) -> int | None:
     for value in fields.get(number, []):
         if isinstance(value, int):
@@ -308,12 +384,48 @@ class _PeerConnection(asyncio.Protocol):
         if self._transport is not None:
             self._peer._transports.discard(self._transport)
 
+    def _send_once_owned(self, command: BaseCommand, frames: list[bytes]) -> None:
+        """Take the bundle (write its ownership node), then send the Connect; a failure to
+        take it is answered as a broker answers it (ServiceNotReady)."""
+        peer, transport = self._peer, self._transport
+        assert peer.take_ownership is not None and transport is not None
+        lookup = command.lookupTopic
+
+        def reply(task: asyncio.Future[None]) -> None:
+            peer._tasks.discard(task)
+            if task.cancelled() or transport.is_closing():
+                return
+            if task.exception() is None:
+                out = frames
+            else:
+                out = [
+                    codec.lookup_response(
+                        lookup.request_id,
+                        response=CommandLookupTopicResponse.Failed,
+                        error=codec.ServerError.ServiceNotReady,
+                        message=f"Failed to acquire ownership: {task.exception()}",
+                    )
+                ]
+            for frame in out:
+                transport.write(frame)
+
+        task = asyncio.ensure_future(peer.take_ownership(lookup.topic))
+        peer._tasks.add(task)
+        task.add_done_callback(reply)
+
     def data_received(self, data: bytes) -> None:
         assert self._transport is not None
         try:
             self._decoder.feed(data)
             while (command := self._decoder.next_command()) is not None:
                 frames, close = self._peer._answer(command)
+                if (
+                    frames
+                    and isinstance(command, BaseCommand)
+                    and self._peer._takes_bundle(command)
+                ):
+                    self._send_once_owned(command, frames)
+                    continue
                 for frame in frames:
                     self._transport.write(frame)
                 if close:

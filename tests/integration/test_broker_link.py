@@ -219,3 +219,27 @@ async def test_the_link_speaks_tls_to_brokers(tmp_path: Path) -> None:
             )
         assert answer.partitionMetadataResponse.partitions == 0
         assert [c.creation for c in peer.seen if c.type_name == "PARTITIONED_METADATA"] == [False]
+
+
+async def test_a_lookup_goes_to_the_named_broker_and_follows_one_redirect(tmp_path: Path) -> None:
+    async with BrokerPeer(name="leader") as leader, BrokerPeer(name="b2") as b2:
+        leader.redirect_to = b2.url
+        nodes = nodes_for({"b1:8080": leader.url, "b2:8080": b2.url})
+        async with linked(tmp_path, nodes) as link:
+            answer = await link.lookup("persistent://public/default/t", "b1:8080")
+            body = answer.lookupTopicResponse
+            assert (body.response, body.brokerServiceUrl) == (body.Connect, b2.url)
+            # Non-authoritative to the leader, naming the internal listener the brokers have;
+            # then as the Redirect says.
+            assert [(c.type_name, c.authoritative, c.listener_name) for c in leader.seen] == [
+                ("CONNECT", None, None),
+                ("LOOKUP", False, "internal"),
+            ]
+            assert [c.authoritative for c in b2.seen if c.type_name == "LOOKUP"] == [True]
+            # No broker named (or one the view does not know): the next broker in turn.
+            b2.seen.clear()
+            leader.seen.clear()
+            leader.redirect_to = None
+            answer = await link.lookup("persistent://public/default/u", "gone:8080")
+            assert answer.lookupTopicResponse.response == body.Connect
+            assert len(leader.topics_seen("LOOKUP")) + len(b2.topics_seen("LOOKUP")) == 1

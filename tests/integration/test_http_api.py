@@ -479,6 +479,13 @@ def _extensible_state(state: dict[str, Any]) -> dict[str, Any]:
     return nodes
 
 
+def _with_protocols(protocols: dict[str, str]) -> dict[str, Any]:
+    nodes = gateway_cluster()
+    for i in (1, 2, 3):
+        nodes[f"/loadbalance/brokers/{broker_id(i)}"]["protocols"] = protocols
+    return nodes
+
+
 @dataclass(frozen=True)
 class FailureCase:
     kind: FailureKind
@@ -592,6 +599,17 @@ FAILURES = [
         "is deleted",
         _extensible_state({"state": "Deleted", "sourceBroker": broker_id(1)}),
     ),
+    FailureCase(
+        FailureKind.PROTOCOL_NOT_ADVERTISED,
+        f"{LOOKUP}/{OWNED_TOPIC}/protocol/kafka",
+        "does not advertise protocol 'kafka'; the protocols it advertises: none",
+    ),
+    FailureCase(
+        FailureKind.NO_PROTOCOL_ENDPOINT,
+        f"{LOOKUP}/{OWNED_TOPIC}/protocol/kafka?listenerName=zone",
+        "no kafka endpoint for listener 'zone'; the listeners that have one: external",
+        _with_protocols({"kafka": "external:SSL://b1.example.com:9093"}),
+    ),
 ]
 
 
@@ -644,6 +662,8 @@ async def test_failure_status_and_reason(tmp_path: Path, case: FailureCase) -> N
         FailureKind.BUNDLE_DELETED: 503,
         FailureKind.TOPIC_NOT_FOUND: 404,
         FailureKind.BROKER_UNAVAILABLE: 503,
+        FailureKind.PROTOCOL_NOT_ADVERTISED: 404,
+        FailureKind.NO_PROTOCOL_ENDPOINT: 404,
     }[case.kind]
     assert reply.status == expected, reply.text
     assert reply.headers["Content-Type"].startswith("application/json")

@@ -211,3 +211,31 @@ def test_certs_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert Pkcs12Keystore(out / "server.p12", "pw12").load().subject == "CN=gw.internal"
     assert main(["certs", "--out", str(out)]) == 1
     assert "already exist" in capsys.readouterr().err
+
+
+def test_lookup_protocol_on_the_demo_cluster(capsys: pytest.CaptureFixture[str]) -> None:
+    code, answer = lookup_json(capsys, "orders-partition-1", "--protocol", "kafka", "--listener",
+                               "external")  # fmt: skip
+    assert (code, answer["response"], answer["brokerId"]) == (
+        0,
+        "connect",
+        "broker-1.pulsar.svc:8080",
+    )
+    assert answer["endpoints"] == [
+        {"url": "SASL_SSL://broker-1.pulsar.example.com:9093", "scheme": "SASL_SSL",
+         "host": "broker-1.pulsar.example.com", "port": 9093, "listener": "external"}
+    ]  # fmt: skip
+    code, answer = lookup_json(capsys, "orders-partition-1", "--protocol", "grpc")
+    assert code == 0 and answer["listenerChosenBy"] == "internal"
+    assert [e["url"] for e in answer["endpoints"]] == [  # type: ignore[attr-defined]
+        "grpc://broker-1.pulsar.example.com:50051",
+        "grpc+tls://broker-1.pulsar.example.com:50052",
+    ]
+    # Unowned: reported (exit 1); the command only reads the metadata.
+    code, answer = lookup_json(capsys, "orders-partition-3", "--protocol", "kafka")
+    assert (code, answer["response"], answer["endpoints"]) == (1, "unowned", [])
+    code, answer = lookup_json(capsys, "orders-partition-1", "--protocol", "mqtt")
+    assert (code, answer["response"], answer["error"]) == (1, "failed", "ServiceNotReady")
+    assert "the protocols it advertises: grpc, kafka" in str(answer["message"])
+    assert main(["lookup", "t", "--protocol", "a/b", "--metadata", DEMO]) == 2
+    assert "--protocol" in capsys.readouterr().err

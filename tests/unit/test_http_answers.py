@@ -34,6 +34,8 @@ EXPECTED_STATUS = {
     FailureKind.NO_TLS_REDIRECT: 412,
     FailureKind.TOPIC_NOT_FOUND: 404,
     FailureKind.BROKER_UNAVAILABLE: 503,
+    FailureKind.PROTOCOL_NOT_ADVERTISED: 404,
+    FailureKind.NO_PROTOCOL_ENDPOINT: 404,
 }
 
 
