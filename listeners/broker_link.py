@@ -251,18 +251,7 @@ class BrokerLink:
                     "the broker cannot answer partitioned metadata without creating the topic "
                     "(supports_get_partitioned_metadata_without_auto_creation); retry later"
                 )
-            self._in_flight[url] = self._in_flight.get(url, 0) + 1
-            try:
-                return await connection.request(build, self.settings.request_timeout)
-            except LookupFailure as failure:
-                self._failed(url, failure.message)
-                raise
-            finally:
-                left = self._in_flight[url] - 1
-                if left:
-                    self._in_flight[url] = left
-                else:
-                    del self._in_flight[url]
+            return await self._counted(url, connection, build)
         if last is not None:
             raise last
         raise LookupFailure(FailureKind.NO_BROKER, "No broker was available")
@@ -323,6 +312,13 @@ class BrokerLink:
             if failure.kind is FailureKind.BROKER_UNAVAILABLE:
                 self._failed(url, failure.message)
             raise
+        return await self._counted(url, connection, build)
+
+    async def _counted(
+        self, url: str, connection: _BrokerConnection, build: Callable[[int], bytes]
+    ) -> BaseCommand:
+        """The request on `connection`, counted against `url`'s in-flight limit while it runs;
+        a broker that fails it is marked failed."""
         self._in_flight[url] = self._in_flight.get(url, 0) + 1
         try:
             return await connection.request(build, self.settings.request_timeout)
