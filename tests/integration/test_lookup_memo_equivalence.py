@@ -52,6 +52,8 @@ def encode(topic: str, request_id: int, name: str | None, shape: str) -> bytes:
     """A LOOKUP frame; `shape` other than canonical writes what protobuf would not."""
     if shape == "canonical":
         return codec.lookup(topic, request_id, advertised_listener_name=name)
+    if shape == "padded-id":
+        request_id %= 2**63  # (a padded 10-byte varint would be 11 bytes: not protobuf at all)
     topic_field, id_field = bytes_field(1, topic.encode()), varint_field(2, request_id)
     name_field = bytes_field(7, name.encode()) if name is not None else b""
     inner = {
