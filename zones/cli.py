@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TextIO
 
 from console.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from lookup.protocol_data import PROTOCOL_NAME_RULE, is_protocol_name
 from lookup.resolve import ResolvePolicy
 from metadata_store.snapshot import SnapshotError, read_nodes
 from metadata_store.url import parse_metadata_url
@@ -100,6 +101,13 @@ def add_arguments(parser: argparse.ArgumentParser, *, master_default: str | None
         metavar="N",
         help="Spark partitions of the topic list (default: the input's, at least twice the "
         "default parallelism)",
+    )
+    parser.add_argument(
+        "--protocol",
+        metavar="NAME",
+        help="a protocol handler (kafka, mqtt, grpc, ...): add an 'endpoints' column, the "
+        "owner's endpoints of it for the zone's listener, as the gateway's protocol route "
+        "answers (a comma list; empty where the bundle is unowned or the owner has none)",
     )
 
 
@@ -200,6 +208,9 @@ def run(args: argparse.Namespace) -> int:
         if getattr(args, option) is not None:
             print(f"warning: --{option.replace('_', '-')} is ignored: {why}", flush=True)
     policy = ResolvePolicy(cluster_name=args.cluster_name)
+    protocol = getattr(args, "protocol", None)
+    if protocol is not None and not is_protocol_name(protocol):
+        return _fail(f"--protocol: {protocol!r}: use {PROTOCOL_NAME_RULE}", EXIT_USAGE)
 
     started = time.perf_counter()
     try:
@@ -216,7 +227,7 @@ def run(args: argparse.Namespace) -> int:
     from pyspark.errors import AnalysisException
 
     from zones.chart import plot_share
-    from zones.spark import read_topics, resolve_zones, session, summarize
+    from zones.spark import plan_zones, read_topics, session
 
     spark, owned = session(args.master, progress=show_progress(sys.stderr))
     try:
@@ -226,9 +237,16 @@ def run(args: argparse.Namespace) -> int:
             return _fail(f"--topics: {args.topics} ({topics_format}): {exc}", EXIT_USAGE)
         except ZonesError as exc:
             return _fail(f"--topics: {exc}", EXIT_USAGE)
-        frame = resolve_zones(spark, nodes, topics, zones, policy, partitions=args.partitions)
-        frame.write.mode("overwrite").partitionBy("zone").parquet(answers)
-        rows = summarize(spark, answers, zones)
+        # The answer table (zones.answer_table) plus Spark's engine; the summary from Spark
+        # aggregations of the same pass, not from the written answers.
+        plan = plan_zones(
+            spark, nodes, topics, zones, policy, partitions=args.partitions, protocol=protocol
+        )
+        try:
+            plan.write(answers)
+            rows = plan.summary()
+        finally:
+            plan.release()
     finally:
         if owned:
             spark.stop()

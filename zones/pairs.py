@@ -18,6 +18,7 @@ from typing import Any
 from console.table import format_table
 from lookup.errors import LookupFailure, MalformedNode
 from lookup.model import BROKERS_ROOT, parse_broker
+from lookup.protocol_data import endpoints_text, resolve_protocol
 from lookup.resolve import ResolvePolicy, namespace_bundle, resolve, resolve_partitions
 from lookup.selection import LISTENER_NAME_RULE, ChoiceSource, ListenerChoice, is_listener_name
 from lookup.topics import TopicName
@@ -343,3 +344,66 @@ def format_summary(rows: Sequence[SummaryRow]) -> str:
     if not rows:
         lines.append("(no topics)")
     return "\n".join(lines)
+
+
+# -- protocol handlers (resolve-zones --protocol) ----------------------------------------------
+
+#: The optional answer column of `--protocol NAME`: the owner's endpoints of that protocol
+#: handler for the zone's listener, as a comma list of URLs.
+ENDPOINTS_COLUMN = "endpoints"
+
+
+def protocol_columns() -> tuple[str, ...]:
+    """The answer columns with `--protocol`: COLUMNS, then ENDPOINTS_COLUMN."""
+    return (*COLUMNS, ENDPOINTS_COLUMN)
+
+
+def add_protocol_endpoints(
+    columns: dict[str, list[Any]],
+    zones: Sequence[Zone],
+    view: ClusterView,
+    policy: ResolvePolicy,
+    protocol: str,
+) -> dict[str, list[Any]]:
+    """`resolve_pairs`'s columns with ENDPOINTS_COLUMN added: for each row, what the gateway's
+    protocol route answers for that topic and zone (`lookup.protocol_data.resolve_protocol`,
+    the zone's listener named explicitly), as a comma list; null where the name is invalid,
+    the bundle has no owner, or the owner has no endpoint of `protocol` for the listener."""
+    choices = {zone.name: zone.choice for zone in zones}
+    known: dict[tuple[str, str], str | None] = {}
+    cells: list[str | None] = []
+    for topic, zone_name in zip(columns["topic"], columns["zone"], strict=True):
+        choice = choices[zone_name]
+        key = (topic or "", choice.name or "")
+        if key not in known:
+            known[key] = _endpoints_cell(topic, choice, view, policy, protocol)
+        cells.append(known[key])
+    columns[ENDPOINTS_COLUMN] = cells
+    return columns
+
+
+def _endpoints_cell(
+    topic: str | None,
+    choice: ListenerChoice,
+    view: ClusterView,
+    policy: ResolvePolicy,
+    protocol: str,
+) -> str | None:
+    try:
+        name = TopicName.parse(topic or "")
+        answer = resolve_protocol(name, choice, protocol, view, policy)
+    except LookupFailure:
+        return None
+    return endpoints_text(answer.endpoints) if answer.owned else None
+
+
+def resolve_pairs_with_protocol(
+    texts: Iterable[str | None],
+    zones: Sequence[Zone],
+    view: ClusterView,
+    policy: ResolvePolicy,
+    protocol: str,
+) -> dict[str, list[Any]]:
+    """`resolve_pairs` with the ENDPOINTS_COLUMN of `protocol` (columns: `protocol_columns()`)."""
+    columns = resolve_pairs(texts, zones, view, policy)
+    return add_protocol_endpoints(columns, zones, view, policy, protocol)

@@ -1,9 +1,14 @@
-"""The Spark side of resolve-zones: the pairs of a topics DataFrame resolved on the executors.
+"""The Spark side of resolve-zones: the answers of every (topic, zone) pair of a topics DataFrame.
 
-The driver broadcasts one metadata snapshot; each executor process builds one ClusterView from
-it and answers every batch of topics with `zones.pairs.resolve_pairs`, which calls the gateway's
-own resolve(). No row reads ZooKeeper or calls the gateway. Imports pyarrow (and pyspark where
-it is used): the command line loads this module only when the job runs.
+Two plans give the same rows. `plan_zones` (the job's): the driver answers each (bundle, domain)
+of the snapshot once with `zones.pairs.resolve_pairs` (`zones.answer_table`), and Spark's own
+engine parses the names, expands partitioned topics, finds each bundle by the CRC-32 of the name
+and looks its answers up with broadcast joins; only names it cannot answer for sure reach Python.
+`resolve_zones` (the per-pair plan, the reference): the driver broadcasts the snapshot, and each
+executor process builds one ClusterView from it and answers every batch of topics with
+`resolve_pairs`, which calls the gateway's own resolve(). No row reads ZooKeeper or calls the
+gateway. Imports pyarrow (and pyspark where it is used): the command line loads this module only
+when the job runs.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import os
 import sys
 import uuid
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -21,7 +27,14 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from lookup.resolve import ResolvePolicy
+from lookup.topics import MAX_TOPIC_NAME_BYTES, PARTITION_SUFFIX
 from lookup.view import ClusterView
+from zones.answer_table import (
+    DOMAINS,
+    AnswerTable,
+    build_table,
+    summary_counts,
+)
 from zones.pairs import (
     COLUMNS,
     FAILED,
@@ -104,6 +117,282 @@ def resolve_zones(
     return topics.mapInArrow(partial(_resolve_batches, shared, list(zones), policy), SPARK_SCHEMA)
 
 
+# -- the fast plan: Spark's own engine looks every answer up ----------------------------------
+
+
+_MAX_PARTITION = 2**31 - 1
+# TopicName's partition suffix rule, in Java's dialect: Python's "." is anything but "\n" and
+# fullmatch ends at the very end ("$" in Java would also match before a final line break).
+_PARTITIONED = "^[^\\n]+-partition-([0-9]+)\\z"
+
+
+def _arrow_schema(columns: Sequence[str]) -> Any:
+    return pa.schema([(name, _TYPES.get(name, _STRING)[0]) for name in columns])
+
+
+def _spark_schema(columns: Sequence[str]) -> str:
+    return ", ".join(f"`{name}` {_TYPES.get(name, _STRING)[1]}" for name in columns)
+
+
+@dataclass
+class ZonePlan:
+    """One job's answers, as a lazy DataFrame of the answer columns, and their summary.
+
+    `routed` (cached) holds one row per topic, or per partition of a partitioned topic, with
+    its answer key; a null key sends the topic text to the per-pair path."""
+
+    table: AnswerTable
+    routed: Any  # DataFrame: topic, partition, key
+    per_pair_texts: int  # topics the per-pair path answers
+    per_pair: Any  # DataFrame of their answer columns (cached), or None
+    answers: Any  # DataFrame of every answer: COLUMNS (and the endpoints with a protocol)
+
+    def write(self, path: str) -> None:
+        """The answers as Parquet partitioned by zone (Spark's overwrite mode)."""
+        with _described(self.routed, "resolve-zones: write the answers"):
+            self.answers.write.mode("overwrite").partitionBy("zone").parquet(path)
+
+    def summary(self) -> list[SummaryRow]:
+        """The summary by Spark aggregations (no answers are read back): topics per answer
+        key, joined with the table's answers on the driver, plus the per-pair path's answers
+        grouped as `summarize` groups them."""
+        with _described(self.routed, "resolve-zones: summary"):
+            keyed = self.routed.where(F.col("key").isNotNull()).groupBy("key").count().collect()
+            counts = summary_counts(self.table, [(r["key"], int(r["count"])) for r in keyed])
+            if self.per_pair is not None:
+                counts += _grouped_counts(self.per_pair)
+        return build_summary(counts, self.table.zones)
+
+    def release(self) -> None:
+        """Drops the cached frames."""
+        self.routed.unpersist()
+        if self.per_pair is not None:
+            self.per_pair.unpersist()
+
+
+def _native_names(topics: Any) -> Any:
+    """Topic texts parsed by Spark as TopicName.parse parses them: `full` (a short form
+    completed), `domain_index` (in DOMAINS), `tenant`, `namespace`, `index` (the partition
+    index, -1 for none) and `native`: false for the texts left to TopicName.parse in Python.
+    Tenant and namespace are checked by the join with the table's namespaces, whose names
+    TopicName.parse accepted."""
+    text = F.col("topic")
+    full = (
+        F.when(text.contains("://"), text)
+        .when(text.contains("/"), F.concat(F.lit("persistent://"), text))
+        .otherwise(F.concat(F.lit("persistent://public/default/"), text))
+    )
+    # Everything after the first "://" (the domain is what comes before it).
+    rest = F.expr("substr(full, length(substring_index(full, '://', 1)) + 4)")
+    tenant = F.substring_index(rest, "/", 1)
+    namespace = F.substring_index(F.substring_index(rest, "/", 2), "/", -1)
+    local = F.substring_index(rest, "/", -1)
+    domain = F.substring_index(F.col("full"), "://", 1)
+    domain_index = F.lit(None).cast("int")
+    for i, value in reversed(list(enumerate(DOMAINS))):
+        domain_index = F.when(domain == value.value, F.lit(i)).otherwise(domain_index)
+    native = (
+        domain_index.isNotNull()
+        # exactly <tenant>/<namespace>/<local> after the domain
+        & (F.concat_ws("/", tenant, namespace, local) == rest)
+        & ~local.isin("", ".", "..")
+        & (F.octet_length(text) <= MAX_TOPIC_NAME_BYTES)
+        # not blank: Python's idea of white space is wider than Java's; printable ASCII is not
+        & (text.contains("/") | text.rlike("[!-~]"))
+    )
+    digits = F.when(local.contains(PARTITION_SUFFIX), F.regexp_extract(local, _PARTITIONED, 1))
+    index = F.when(
+        (F.length(digits) <= 10) & (digits.try_cast("long") <= _MAX_PARTITION),
+        digits.try_cast("int"),
+    ).otherwise(F.lit(-1))
+    return topics.withColumn("full", full).select(
+        "topic",
+        F.coalesce(native, F.lit(False)).alias("native"),
+        "full",
+        domain_index.alias("domain_index"),
+        tenant.alias("tenant"),
+        namespace.alias("namespace"),
+        index.alias("index"),
+    )
+
+
+def plan_zones(
+    spark: Any,
+    nodes: dict[str, Any],
+    topics_df: Any,
+    zones: list[Zone],
+    policy: ResolvePolicy,
+    *,
+    partitions: int | None = None,
+    protocol: str | None = None,
+) -> ZonePlan:
+    """Every (topic, zone) pair's answer, the rows `resolve_zones` gives, computed in Spark's
+    engine: the driver answers every (bundle, domain) once with the per-pair path
+    (`zones.answer_table`); Spark parses the names, expands partitioned topics, finds each
+    bundle by the CRC-32 of the name and looks its answers up with broadcast joins. The topics
+    the table cannot answer for sure (unusual or invalid names, namespaces that do not exist or
+    are deleted, failing partitioned-topic metadata) go through `resolve_pairs` in Python.
+    `protocol`: add the endpoints column of that protocol handler (`zones.pairs`).
+
+    Runs one pass over the topics (parsed, routed and cached); the answers stay lazy until
+    they are written. Call `release()` when done."""
+    if "topic" not in topics_df.columns:
+        raise ZonesError(f"the topics have no 'topic' column (columns: {topics_df.columns})")
+    if not zones:
+        raise ZonesError("no zones")
+    table = build_table(nodes, ClusterView.from_snapshot(nodes), zones, policy, protocol)
+    frames = _table_frames(spark, table)
+    topics = topics_df.select(F.col("topic").cast("string").alias("topic"))
+    wanted = partitions or 2 * spark.sparkContext.defaultParallelism
+    if partitions is not None or topics.rdd.getNumPartitions() < wanted:
+        topics = topics.repartition(wanted)
+
+    named = (
+        _native_names(topics)
+        .join(F.broadcast(frames["namespaces"]), ["tenant", "namespace"], "left")
+        .join(F.broadcast(frames["partitioned"]), "full", "left")
+    )
+    per_pair = ~F.col("native") | F.col("namespace_id").isNull()
+    per_pair = per_pair | (F.col("listed").isNotNull() & F.col("partitions").isNull())
+    # A partitioned topic's partitions (per-pair rows are never expanded).
+    count = F.when(~per_pair & (F.col("partitions") > 0), F.col("partitions"))
+    expanded = named.select(
+        "topic", "full", "domain_index", "index", "namespace_id", "shift",
+        per_pair.alias("per_pair"),
+        F.explode_outer(F.sequence(F.lit(0), count - 1)).alias("number"),
+    )  # fmt: skip
+    native = ~F.col("per_pair")
+    partition_name = F.concat("full", F.lit(PARTITION_SUFFIX), "number")
+    targets = expanded.select(
+        F.when(native & F.col("number").isNotNull(), partition_name)
+        .when(native, F.col("full"))
+        .otherwise(F.col("topic"))
+        .alias("topic"),
+        F.when(native, F.coalesce("number", "index")).alias("partition"),
+        "domain_index",
+        F.when(native, F.col("namespace_id")).alias("namespace_id"),
+        "shift",
+    ).withColumn("hash", F.crc32("topic"))
+    # The bundle: an equi join on (namespace, hash bucket), then the hash range; per-pair rows
+    # (no namespace) match nothing and keep a null key.
+    routed = (
+        targets.join(
+            F.broadcast(frames["buckets"]),
+            (F.col("namespace_id") == F.col("b_namespace_id"))
+            & (F.expr("cast(shiftright(hash, shift) as int)") == F.col("b_bucket"))
+            & (F.col("hash") >= F.col("lower"))
+            & (F.col("hash") <= F.col("highest")),
+            "left",
+        )
+        .select(
+            "topic",
+            F.when(F.col("partition") >= 0, F.col("partition")).alias("partition"),
+            (F.col("bundle_id") * len(DOMAINS) + F.col("domain_index")).alias("key"),
+        )
+        .persist()
+    )
+    with _described(routed, "resolve-zones: parse and route the topics"):
+        per_pair_texts = routed.where(F.col("key").isNull()).count()
+
+    columns = ("topic", "partition", *table.columns)
+    fast = (
+        routed.where(F.col("key").isNotNull())
+        .join(F.broadcast(frames["answers"]), "key")
+        .select("topic", "partition", F.inline("answers"))
+        .select(*columns)
+    )
+    if not per_pair_texts:
+        return ZonePlan(table, routed, 0, None, fast)
+    shared = _SharedSnapshot(uuid.uuid4().hex, spark.sparkContext.broadcast(nodes))
+    per_pair_answers = (
+        routed.where(F.col("key").isNull())
+        .select("topic")
+        .mapInArrow(
+            # only the zones and the protocol travel to the executors, not the table's data
+            partial(_table_batches, shared, AnswerTable(table.zones, table.protocol), policy),
+            _spark_schema(columns),
+        )
+        .persist()
+    )
+    return ZonePlan(
+        table, routed, per_pair_texts, per_pair_answers, fast.unionByName(per_pair_answers)
+    )
+
+
+@contextmanager
+def _described(frame: Any, description: str) -> Iterator[None]:
+    """Spark's jobs started inside are described so (the Spark UI, event logs)."""
+    context = frame.sparkSession.sparkContext
+    before = context.getLocalProperty("spark.job.description")
+    context.setJobDescription(description)
+    try:
+        yield
+    finally:
+        context.setJobDescription(before)
+
+
+def _table_batches(
+    shared: _SharedSnapshot, table: AnswerTable, policy: ResolvePolicy, batches: Iterator[Any]
+) -> Iterator[Any]:
+    """mapInArrow of the per-pair path: `topic` batches in, answer batches out (the table's
+    per-pair columns, with the endpoints column for a protocol)."""
+    view = _executor_view(shared)
+    schema = _arrow_schema(("topic", "partition", *table.columns))
+    for batch in batches:
+        columns = table.pairs(batch.column(0).to_pylist(), view, policy)
+        yield pa.RecordBatch.from_pydict(columns, schema=schema)
+
+
+def _table_frames(spark: Any, table: AnswerTable) -> dict[str, Any]:
+    """The table's parts as small local DataFrames (from Arrow: no Python worker reads them)."""
+    answer = pa.struct(list(_arrow_schema(table.columns)))
+    schemas = {
+        "namespaces": pa.schema(
+            [("tenant", pa.string()), ("namespace", pa.string()),
+             ("namespace_id", pa.int32()), ("shift", pa.int32())]
+        ),
+        "partitioned": pa.schema(
+            [("full", pa.string()), ("partitions", pa.int32()), ("listed", pa.bool_())]
+        ),
+        "buckets": pa.schema(
+            [("b_namespace_id", pa.int32()), ("b_bucket", pa.int32()), ("lower", pa.int64()),
+             ("highest", pa.int64()), ("bundle_id", pa.int32())]
+        ),
+        "answers": pa.schema([("key", pa.int32()), ("answers", pa.list_(answer))]),
+    }  # fmt: skip
+    rows: dict[str, list[tuple[Any, ...]]] = {
+        "namespaces": [(e.tenant, e.namespace, e.namespace_id, e.shift) for e in table.namespaces],
+        "partitioned": [(name, count, True) for name, count in table.partitioned.items()],
+        "buckets": [
+            (b.namespace_id, b.bucket, b.lower, b.highest, b.bundle_id) for b in table.buckets
+        ],
+        "answers": [
+            (key, [dict(zip(table.columns, answer, strict=True)) for answer in answers])
+            for key, answers in table.answers.items()
+        ],
+    }
+    # One Arrow table for the four parts (one transfer to the JVM), a part per `part` value.
+    fields = [field for schema in schemas.values() for field in schema]
+    columns: list[list[Any]] = [[] for _ in fields]
+    parts: list[int] = []
+    start = 0
+    for part, (name, schema) in enumerate(schemas.items()):
+        for values in rows[name]:
+            parts.append(part)
+            for i, column in enumerate(columns):
+                inside = start <= i < start + len(schema)
+                column.append(values[i - start] if inside else None)
+        start += len(schema)
+    arrays = [pa.array(parts, pa.int8())]
+    arrays += [pa.array(c, type=f.type) for c, f in zip(columns, fields, strict=True)]
+    names = ["part", *(f.name for f in fields)]
+    whole = spark.createDataFrame(pa.Table.from_arrays(arrays, names=names))
+    return {
+        name: whole.where(F.col("part") == part).select(*schema.names)
+        for part, (name, schema) in enumerate(schemas.items())
+    }
+
+
 def read_topics(spark: Any, path: str, topics_format: str) -> Any:
     """A DataFrame with one string column `topic`."""
     if topics_format == "parquet":
@@ -123,6 +412,11 @@ def read_topics(spark: Any, path: str, topics_format: str) -> Any:
 def summarize(spark: Any, answers_path: str, zones: Sequence[Zone]) -> list[SummaryRow]:
     """The summary of written answers (reads four columns of the Parquet back)."""
     frame = spark.read.schema(SPARK_SCHEMA).parquet(answers_path)
+    return build_summary(_grouped_counts(frame), zones)
+
+
+def _grouped_counts(frame: Any) -> list[tuple[str, str, str, int, int]]:
+    """(zone, broker, response, answers, answers without a URL) of a frame of answers."""
     is_failed = F.col("response") == FAILED
     broker = F.when(
         is_failed, F.concat(F.lit(FAILED_PREFIX), F.substring_index(F.col("error"), ":", 1))
@@ -131,11 +425,10 @@ def summarize(spark: Any, answers_path: str, zones: Sequence[Zone]) -> list[Summ
     grouped = frame.groupBy(F.col("zone"), broker.alias("broker"), F.col("response")).agg(
         F.count(F.lit(1)).alias("answers"), F.sum(no_url).alias("no_url")
     )
-    counts = [
+    return [
         (r["zone"], r["broker"], r["response"], int(r["answers"]), int(r["no_url"]))
         for r in grouped.collect()
     ]
-    return build_summary(counts, zones)
 
 
 def local_session(master: str, *, app_name: str = "resolve-zones", **conf: str) -> Any:
@@ -150,12 +443,19 @@ def local_session(master: str, *, app_name: str = "resolve-zones", **conf: str) 
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": "8",
         "spark.driver.memory": "2g",
+        # A small input file is still read by several tasks (one per Parquet row group or few
+        # MB of text), so that every core has work without a shuffle.
+        "spark.sql.files.openCostInBytes": "1m",
         **conf,
     }
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    spark = builder.getOrCreate()
+    if "spark.sql.files.minPartitionNum" not in conf:
+        cores = spark.sparkContext.defaultParallelism
+        spark.conf.set("spark.sql.files.minPartitionNum", str(2 * cores))
+    return spark
 
 
 def session(master: str | None, *, progress: bool = False) -> tuple[Any, bool]:

@@ -27,7 +27,14 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
 #: Libraries that do I/O or need a runtime of their own, kept out of pure modules.
 IMPURE = frozenset({"kazoo", "aiohttp", "pyspark", "pyarrow", "matplotlib", "pandas"})
 #: Folders and single modules that must stay pure, wherever they stand.
-PURE = ("lookup", "console", "zones/pairs.py", "listeners/protocol/wire.py", "tls/settings.py")
+PURE = (
+    "lookup",
+    "console",
+    "zones/pairs.py",
+    "zones/answer_table.py",
+    "listeners/protocol/wire.py",
+    "tls/settings.py",
+)
 
 
 def sources(place: str) -> Iterator[Path]:
