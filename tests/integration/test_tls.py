@@ -35,6 +35,7 @@ from listeners.protocol import codec
 from listeners.protocol.codec import BaseCommand, FrameDecoder
 from metadata_store.snapshot import write_snapshot
 from metadata_store.synthetic import FOUR_BUNDLES, cluster
+from tests import neighbours
 from tests.gateways import config_from, running
 from tests.processes import EXE
 from tests.waiting import eventually
@@ -201,29 +202,10 @@ async def close(writer: asyncio.StreamWriter) -> None:
 
 async def binary_lookup(host: str, port: int, context: ssl.SSLContext) -> BaseCommand:
     """CONNECT and LOOKUP over pulsar+ssl; the LOOKUP_RESPONSE. Raises if the server refused."""
-    reader, writer = await asyncio.wait_for(
-        asyncio.open_connection(host, port, ssl=context, server_hostname=host), WAIT
+    answer, _ = await neighbours.binary_lookup(
+        host, port, TOPIC, ssl_context=context, server_hostname=host
     )
-    decoder = FrameDecoder()
-
-    async def receive() -> BaseCommand:
-        while (command := decoder.next_command()) is None:
-            data = await asyncio.wait_for(reader.read(65536), WAIT)
-            if not data:
-                raise ConnectionError("the server closed the connection")
-            decoder.feed(data)
-        assert isinstance(command, BaseCommand)
-        return command
-
-    try:
-        writer.write(codec.connect("tls-test", 21))
-        assert (await receive()).type == BaseCommand.CONNECTED
-        writer.write(codec.lookup(TOPIC, 1))
-        answer = await receive()
-        assert answer.type == BaseCommand.LOOKUP_RESPONSE
-        return answer
-    finally:
-        await close(writer)
+    return answer
 
 
 async def refused(host: str, port: int, context: ssl.SSLContext) -> str | None:
