@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -45,3 +46,23 @@ def zk_admin(zookeeper: EmbeddedZooKeeper, zk_chroot: str) -> Iterator[KazooClie
     """A client inside the test's chroot, playing the brokers and the admin tools."""
     with connected(zookeeper.connect_string + zk_chroot) as client:
         yield client
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local[2] SparkSession for every test that needs one (a JVM start is seconds);
+    pyspark is imported only by the tests that ask for it."""
+    from zones.spark import local_session
+
+    session = local_session(
+        "local[2]",
+        app_name="tests",
+        **{
+            "spark.sql.shuffle.partitions": "4",
+            "spark.default.parallelism": "2",
+            "spark.driver.memory": "1g",
+        },
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

@@ -16,7 +16,6 @@ import random
 import struct
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,7 +53,6 @@ from zones.pairs import (
     format_summary,
     parse_zones,
 )
-from zones.spark import local_session
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:PySpark does not yet fully support pandas:FutureWarning"
@@ -260,22 +258,6 @@ class Run:
     metadata: str  # zk:host:port/chroot
     out: Path
     rows: list[dict[str, Any]]
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    session = local_session(
-        "local[2]",
-        app_name="test-zones",
-        **{
-            "spark.sql.shuffle.partitions": "4",
-            "spark.default.parallelism": "2",
-            "spark.driver.memory": "1g",
-        },
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 @pytest.fixture(scope="module")

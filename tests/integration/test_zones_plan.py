@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +38,7 @@ from zones.pairs import (
     resolve_pairs,
     resolve_pairs_with_protocol,
 )
-from zones.spark import ZonePlan, local_session, plan_zones
+from zones.spark import ZonePlan, plan_zones
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:PySpark does not yet fully support pandas:FutureWarning"
@@ -219,22 +218,6 @@ def bulk_texts(count: int, seed: int) -> list[str]:
     texts += [f"persistent://acme/orders/{name}" for name in PARTITIONED]
     texts += [f"non-persistent://public/default/{name}" for name in NP_PARTITIONED]
     return texts
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    session = local_session(
-        "local[2]",
-        app_name="test-zones-plan",
-        **{
-            "spark.sql.shuffle.partitions": "4",
-            "spark.default.parallelism": "2",
-            "spark.driver.memory": "1g",
-        },
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 def fast_and_per_pair(
