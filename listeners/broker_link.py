@@ -223,9 +223,7 @@ class BrokerLink:
         """Send the command `build(request_id)` to a broker and return its answer."""
         if self._closed:
             raise _unavailable("the broker link is closed")
-        key_principal = (
-            principal if self.settings.forward_credentials else Principal(principal.role)
-        )
+        key_principal = self._pool_key(principal)
         attempts = 0
         last: LookupFailure | None = None
         for url in await self._candidates():
@@ -298,9 +296,7 @@ class BrokerLink:
     ) -> BaseCommand:
         """One request to the broker at `url` (no other broker is tried), with the link's
         bounds: the in-flight limit, the request timeout, a failed broker marked."""
-        key_principal = (
-            principal if self.settings.forward_credentials else Principal(principal.role)
-        )
+        key_principal = self._pool_key(principal)
         if self._in_flight.get(url, 0) >= self.settings.max_in_flight_per_broker:
             raise LookupFailure(
                 FailureKind.TOO_MANY_REQUESTS,
@@ -313,6 +309,11 @@ class BrokerLink:
                 self._failed(url, failure.message)
             raise
         return await self._counted(url, connection, build)
+
+    def _pool_key(self, principal: Principal) -> Principal:
+        """Who a pooled connection is for: the client's role, and its credentials only where
+        they are forwarded (connections differ by what they send the broker)."""
+        return principal if self.settings.forward_credentials else Principal(principal.role)
 
     async def _counted(
         self, url: str, connection: _BrokerConnection, build: Callable[[int], bytes]
