@@ -83,6 +83,18 @@ class LookupTally:
         if self._immediate:
             self.flush()
 
+    def answered_together(self, count: int, seconds_each: float, connect: bool) -> None:
+        """`count` lookups answered in one go (memoised answers to one read), each counted at
+        their mean time: the sum is exact, the bucket is the mean's."""
+        self.buckets[bisect_left(LATENCY_BUCKETS, seconds_each)] += count
+        self.seconds += seconds_each * count
+        if connect:
+            self.connect += count
+        else:
+            self.redirect += count
+        if self._immediate:
+            self.flush()
+
     def flush(self) -> None:
         """Add what was counted since the last flush to the series. The histogram's own
         per-bucket values (non-cumulative, one per bound and +Inf, as `observe` keeps them)

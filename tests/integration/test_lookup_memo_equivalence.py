@@ -1,5 +1,5 @@
 """The binary server with its lookup memo answers byte for byte what it answers without it:
-random LOOKUP frames (canonical and not, repeated, with and without listener names, for owned,
+random LOOKUP frames (canonical and not, short and long, repeated, with and without listener names, for owned,
 unowned, unloading, partitioned, missing and invalid topics) sent to both on real sockets,
 over a change of the cluster view in the middle."""
 
@@ -36,6 +36,7 @@ TOPICS = [
     "persistent://public/missing-ns/t",
     "persistent://public/default/..",  # invalid
     "persistent://public/default/ünïcode-t",
+    "persistent://public/default/" + "long" * 30,  # lengths past 127: two-byte varints
     "",
 ]
 NAMES = [None, "", "internal", "external", "nope", "bad name!"]
@@ -52,6 +53,10 @@ def encode(topic: str, request_id: int, name: str | None, shape: str) -> bytes:
     """A LOOKUP frame; `shape` other than canonical writes what protobuf would not."""
     if shape == "canonical":
         return codec.lookup(topic, request_id, advertised_listener_name=name)
+    if shape == "payload":  # bytes after the command (a LOOKUP has none): ignored
+        frame = codec.lookup(topic, request_id, advertised_listener_name=name)
+        (size,) = struct.unpack_from(">I", frame)
+        return struct.pack(">I", size + 2) + frame[4:] + b"\x18\x01"
     if shape == "padded-id":
         request_id %= 2**63  # (a padded 10-byte varint would be 11 bytes: not protobuf at all)
     topic_field, id_field = bytes_field(1, topic.encode()), varint_field(2, request_id)
@@ -73,7 +78,7 @@ REQUESTS = st.lists(
         st.integers(0, 2**64 - 1),
         st.sampled_from(NAMES),
         st.sampled_from(
-            ["canonical"] * 4 + ["swapped", "repeated-id", "unknown-field", "padded-id"]
+            ["canonical"] * 4 + ["swapped", "repeated-id", "unknown-field", "padded-id", "payload"]
         ),
     ),
     min_size=1,
@@ -154,3 +159,39 @@ def test_memoised_answers_equal_full_answers(
     tmp_path: Path, first: list[Any], second: list[Any]
 ) -> None:
     asyncio.run(scenario(tmp_path / "cluster.json", first, second))
+
+
+async def counted(snapshot: Path) -> None:
+    write_snapshot(snapshot, nodes(low_owner=1))
+    source = FileSource(snapshot, poll_interval=3600)
+    await source.start()
+    service = LookupService(source, internal_listener="internal")
+    spec = SocketSpec(Endpoint(Scheme.PULSAR, HOST, 0), "external", "memo test")
+    server = BinaryServer(spec, service, BinarySettings(keep_alive_interval=0))
+    await server.start()
+    conversation = await Conversation.open(server.port)
+    labels = {"listener": "external", "chosen_by": "socket", "protocol": "binary"}
+
+    def count(name: str) -> float:
+        return service.metrics.registry.get_sample_value(name, labels) or 0.0
+
+    try:
+        await conversation.ask([codec.lookup(OWNED_LOW, 1)])  # the full path, memoised
+        assert server.memo.entries_for(server.socket_choice)
+        # one read of memoised lookups only, then one with other frames among them
+        await conversation.ask([codec.lookup(OWNED_LOW, 100 + i) for i in range(50)])
+        mixed = [codec.lookup(OWNED_LOW, 200 + i) for i in range(30)]
+        mixed.insert(10, encode(OWNED_LOW, 7, None, "swapped"))
+        answers = await conversation.ask(mixed)
+        assert len(answers) == 31
+        assert count("pulsar_broker_lookup_count") == 82
+        assert count("pulsar_broker_lookup_answers_total") == 82
+        assert count("pulsar_broker_lookup_sum") > 0
+    finally:
+        await conversation.close()
+        await server.stop(timeout=5)
+        await source.close()
+
+
+def test_memoised_answers_are_counted_in_the_lookup_metrics(tmp_path: Path) -> None:
+    asyncio.run(counted(tmp_path / "cluster.json"))

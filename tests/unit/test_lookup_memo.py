@@ -3,12 +3,19 @@ frame it writes, against protobuf's own encoder and decoder."""
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from listeners.lookup_memo import AnswerTemplate, LookupMemo, split_lookup
+from listeners.lookup_memo import (
+    LOOKUP_HEAD,
+    AnswerTemplate,
+    LookupMemo,
+    answer_run,
+    split_lookup,
+)
 from listeners.protocol import codec
 from listeners.protocol.codec import BaseCommand, FrameDecoder, LookupType
 from listeners.protocol.wire import bytes_field, encode_varint, varint_field
@@ -122,3 +129,143 @@ def test_the_memo_is_bounded_and_forgets_an_older_view() -> None:
     assert entries
     memo.check_view(view, 2)  # the view changed: everything goes
     assert entries == {} and memo.entries_for("choice") is entries
+
+
+# --- answer_run: the one-pass reader of whole frames ------------------------------------------
+
+_SIZES = struct.Struct(">II")
+_ANSWER = codec.lookup_response(
+    7, response=LookupType.Connect, broker_url="pulsar://b1:6650", authoritative=True
+)
+
+
+def _template() -> AnswerTemplate:
+    command = BaseCommand.FromString(_ANSWER[8:])
+    return AnswerTemplate.of(command)
+
+
+def padded_varint(value: int) -> bytes:
+    minimal = encode_varint(value)
+    return minimal[:-1] + bytes([minimal[-1] | 0x80, 0])
+
+
+def _frame(command: bytes, payload: bytes = b"") -> bytes:
+    return _SIZES.pack(len(command) + len(payload) + 4, len(command)) + command + payload
+
+
+LOOKUP_FRAMES = st.builds(
+    lambda topic, rid, name, shape: (
+        _frame(lookup_body(topic, rid, None, name))
+        if shape == "canonical"
+        else _frame(lookup_body(topic, rid, None, name), b"\x00\x01")  # a payload after it
+        if shape == "payload"
+        else _frame(wrap(bytes_field(1, topic.encode()) + varint_field(2, rid)) + b"\x10\x01")
+        if shape == "trailing-field"  # a BaseCommand field after lookupTopic
+        else _frame(wrap(bytes_field(1, topic.encode()) + b"\x10" + padded_varint(rid % 2**56)))
+        if shape == "padded-id"  # a request id in one byte more than protobuf writes
+        else _frame(wrap(varint_field(2, rid) + bytes_field(1, topic.encode())))
+    ),
+    st.sampled_from(["t", "persistent://public/default/t", "x" * 120, "é" * 70]) | TOPICS,
+    st.sampled_from([0, 1, 127, 128, 300, 2**35, 2**63 - 1, 2**63, 2**64 - 1]) | REQUEST_IDS,
+    NAMES,
+    st.sampled_from(["canonical"] * 5 + ["payload", "trailing-field", "padded-id", "swapped"]),
+)
+OTHER_FRAMES = st.sampled_from([codec.ping(), codec.connect("x", 21)]) | st.binary(max_size=40)
+
+
+def _reference(data: bytes, entries: dict[bytes, Any], max_frame_size: int) -> list[bytes]:
+    """What the full reader answers from the memo, frame by frame, up to the first frame it
+    would not answer from there: the frame decoder's split, then split_lookup."""
+    decoder, answers = FrameDecoder(max_frame_size), list[bytes]()
+    decoder.feed(data)
+    while True:
+        try:
+            body = decoder.next_body()
+        except Exception:
+            return answers
+        if body is None:
+            return answers
+        split = split_lookup(body)
+        entry = None if split is None else entries.get(split[0])
+        if split is None or entry is None:
+            return answers
+        answers.append(entry[0].frame(split[1]))
+
+
+@given(
+    st.lists(LOOKUP_FRAMES | OTHER_FRAMES, max_size=12),
+    st.data(),
+    st.sampled_from([64, 160, 1024 * 1024]),
+)
+def test_answer_run_answers_what_split_lookup_answers(
+    frames: list[bytes], data: st.DataObject, max_frame_size: int
+) -> None:
+    """Frame by frame, answer_run answers exactly as the frame decoder plus split_lookup plus
+    the memo would, and stops only where they would stop or at a frame whose lengths it
+    leaves to them (128 bytes or more); it never reads a frame past a partial one."""
+    stream = b"".join(frames)
+    stream = stream[: data.draw(st.integers(0, len(stream)), label="cut")]
+    template = _template()
+    entries: dict[bytes, Any] = {}
+    for frame in frames:  # memoise some of the requests that split
+        split = split_lookup(frame[8:])
+        if split is not None and data.draw(st.booleans(), label="memoised"):
+            entries[split[0]] = (template, ("tally", True))
+    out: list[bytes] = []
+    hits: list[Any] = []
+    pos = answer_run(stream, 0, max_frame_size, entries, out, hits)
+    expected = _reference(stream, entries, max_frame_size)
+    assert out == expected[: len(out)]
+    assert len(hits) == len(out) and all(hit == ("tally", True) for hit in hits)
+    assert pos == sum(len(frames[i]) for i in range(len(out)))  # whole frames, in order
+    if len(out) < len(expected):  # it left a frame the memo answers: only a long one
+        assert len(frames[len(out)]) - 8 >= 128 + 5 or frames[len(out)][14] >= 0x80
+
+
+def test_answer_run_answers_a_pipelined_run_and_stops_at_the_first_other_frame() -> None:
+    template = _template()
+    lookups = [codec.lookup(f"persistent://public/default/t{i}", 1000 + i) for i in range(20)]
+    entries = {split_lookup(f[8:])[0]: (template, ("tally", True)) for f in lookups}  # type: ignore[index]
+    stream = b"".join(lookups) + codec.ping() + lookups[0]
+    out: list[bytes] = []
+    hits: list[Any] = []
+    pos = answer_run(stream, 0, 1024, entries, out, hits)
+    assert pos == len(b"".join(lookups)) and len(hits) == 20
+    assert out == [template.frame(encode_varint(1000 + i)) for i in range(20)]
+    assert answer_run(stream, 0, 40, entries, [], []) == 0  # frames over the cap: not read
+
+
+def test_answer_run_reads_no_key_out_of_what_the_full_path_refuses() -> None:
+    """Frames made so that a careless reader would find a memoised key in them, each of which
+    the full path answers otherwise (or refuses): none is answered from the memo."""
+    template = _template()
+    entries: dict[bytes, Any] = {}
+    keys = {}
+    for topic in ("persistent://public/default/t", "p" * 124):  # the second: a 2-byte length
+        key, _ = split_lookup(lookup_body(topic, 5, True, None))  # type: ignore[misc]
+        entries[key] = (template, ("tally", True))
+        keys[topic] = key
+    short, long_ = keys["persistent://public/default/t"], keys["p" * 124]
+    crafted = [
+        # the authoritative flag as a payload after the command, not in it
+        _frame(lookup_body("persistent://public/default/t", 5, None, None), b"\x18\x01"),
+        # the request id in two bytes (5, then a zero): protobuf reads 5 and writes one byte
+        _frame(wrap(short[:-2] + b"\x10\x85\x00" + short[-2:])),
+        # lookupTopic's length in one byte (the command's size less 5) where protobuf writes
+        # two: protobuf cannot parse it at all
+        _frame(LOOKUP_HEAD + bytes([len(long_) + 2]) + long_[:-2] + b"\x10\x05" + long_[-2:]),
+    ]
+    for frame in crafted:
+        assert answer_run(frame, 0, 1024, entries, [], []) == 0, frame
+    canonical = _frame(lookup_body("persistent://public/default/t", 5, True, None))
+    assert answer_run(canonical, 0, 1024, entries, [], []) == len(canonical)
+
+
+@given(st.binary(max_size=200), st.integers(0, 50))
+def test_answer_run_reads_any_bytes_without_failing(data: bytes, pos: int) -> None:
+    """Bytes off the wire, memoised or not, are read without an exception; only whole frames
+    are consumed."""
+    entries: dict[bytes, Any] = {data[13:20]: (_template(), ("tally", False))}
+    out: list[bytes] = []
+    end = answer_run(data, min(pos, len(data)), 1024, entries, out, [])
+    assert min(pos, len(data)) <= end <= len(data)

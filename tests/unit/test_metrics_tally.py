@@ -41,6 +41,27 @@ def test_tally_equals_direct_updates(answers: list[tuple[float, bool]], scrape_a
         assert abs(got[key] - value) <= 1e-9 * max(1.0, abs(value)), key
 
 
+@given(st.lists(st.tuples(st.integers(1, 20), LATENCIES, st.booleans()), max_size=20))
+def test_answers_counted_together_equal_as_many_direct_updates(
+    runs: list[tuple[int, float, bool]],
+) -> None:
+    """A run of memoised answers counted at once exports what `count` observations of their
+    mean time would have."""
+    tallied, direct = LookupMetrics(), LookupMetrics()
+    tally = tallied.tally(LABELS)
+    for count, seconds, connect in runs:
+        tally.answered_together(count, seconds, connect)
+        for _ in range(count):
+            direct.latency.labels(*LABELS).observe(seconds)
+            (direct.answers if connect else direct.redirects).labels(*LABELS).inc()
+    for series in (direct.latency, direct.answers, direct.redirects):
+        series.labels(*LABELS)
+    got, want = samples(tallied.registry), samples(direct.registry)
+    assert got.keys() == want.keys()
+    for key, value in want.items():
+        assert abs(got[key] - value) <= 1e-9 * max(1.0, abs(value)), key
+
+
 def test_a_collection_sees_every_lookup_counted_so_far() -> None:
     metrics = LookupMetrics()
     tally = metrics.tally(LABELS)
