@@ -14,6 +14,7 @@ import sys
 import time
 import warnings
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TextIO
 
@@ -22,6 +23,7 @@ from lookup.protocol_data import PROTOCOL_NAME_RULE, is_protocol_name
 from lookup.resolve import ResolvePolicy
 from metadata_store.snapshot import SnapshotError, read_nodes
 from metadata_store.url import parse_metadata_url
+from zones.class_archive import ClassArchive, ClassArchiveError
 from zones.inputs import check_outputs, check_topics, local_path
 from zones.pairs import (
     ZonesError,
@@ -101,6 +103,12 @@ def add_arguments(parser: argparse.ArgumentParser, *, master_default: str | None
         metavar="N",
         help="Spark partitions of the topic list (default: the input's, at least twice the "
         "default parallelism)",
+    )
+    parser.add_argument(
+        "--class-archive",
+        metavar="PATH",
+        help="a local master's JVM class-data archive: the first run that names it records it "
+        "(that run is slower), later runs map Spark's classes from it and start sooner",
     )
     parser.add_argument(
         "--protocol",
@@ -212,6 +220,20 @@ def run(args: argparse.Namespace) -> int:
     if protocol is not None and not is_protocol_name(protocol):
         return _fail(f"--protocol: {protocol!r}: use {PROTOCOL_NAME_RULE}", EXIT_USAGE)
 
+    archive = None
+    if args.class_archive is not None:
+        if args.master is None or not args.master.startswith("local"):
+            print(
+                "warning: --class-archive is for a local master; under spark-submit pass "
+                "-XX:SharedArchiveFile in --driver-java-options",
+                flush=True,
+            )
+        else:
+            try:
+                archive = ClassArchive.at(args.class_archive)
+            except ClassArchiveError as exc:
+                return _fail(f"--class-archive: {exc}", EXIT_USAGE)
+
     started = time.perf_counter()
     try:
         nodes = read_nodes(url)
@@ -223,13 +245,17 @@ def run(args: argparse.Namespace) -> int:
     for warning in listener_gaps(nodes, zones):
         print(f"warning: {warning}", flush=True)
 
-    # Spark, Arrow and matplotlib load here, once the inputs are known to be good.
+    # Spark, Arrow and matplotlib load here, once the inputs are known to be good; matplotlib
+    # (a second) in the background while Spark's JVM starts.
+    chart = ThreadPoolExecutor(1, thread_name_prefix="load-matplotlib")
+    chart_module = chart.submit(importlib.import_module, "zones.chart")
+    chart.shutdown(wait=False)
     from pyspark.errors import AnalysisException
 
-    from zones.chart import plot_share
-    from zones.spark import plan_zones, read_topics, session
+    from zones.spark import plan_zones, read_topics, session, stop_session
 
-    spark, owned = session(args.master, progress=show_progress(sys.stderr))
+    recording = archive is not None and archive.records
+    spark, owned = session(args.master, progress=show_progress(sys.stderr), class_archive=archive)
     try:
         try:
             topics = read_topics(spark, args.topics, topics_format)
@@ -249,11 +275,14 @@ def run(args: argparse.Namespace) -> int:
             plan.release()
     finally:
         if owned:
-            spark.stop()
+            recorded = stop_session(spark, archive)
+            if archive is not None:
+                state = "recorded" if recorded else "not recorded" if recording else "used"
+                print(f"class archive: {state} {archive.path}", flush=True)
     elapsed = time.perf_counter() - started
     summary_path, chart_path = out / "summary.csv", out / "share.png"
     write_summary_csv(rows, summary_path)
-    plot_share(rows, zones, chart_path)
+    chart_module.result().plot_share(rows, zones, chart_path)
     pairs = sum(row.topics for row in rows)
     print(format_summary(rows))
     print(f"resolved {pairs} (topic, zone) pairs in {elapsed:.1f} s -> {answers}")

@@ -35,6 +35,7 @@ from zones.answer_table import (
     build_table,
     summary_counts,
 )
+from zones.class_archive import ClassArchive
 from zones.pairs import (
     COLUMNS,
     FAILED,
@@ -148,9 +149,24 @@ class ZonePlan:
     answers: Any  # DataFrame of every answer: COLUMNS (and the endpoints with a protocol)
 
     def write(self, path: str) -> None:
-        """The answers as Parquet partitioned by zone (Spark's overwrite mode)."""
-        with _described(self.routed, "resolve-zones: write the answers"):
-            self.answers.write.mode("overwrite").partitionBy("zone").parquet(path)
+        """The answers as Parquet partitioned by zone (Spark's overwrite mode). Each task keeps
+        a writer open per zone instead of sorting its rows by zone first (the sort cost more
+        than the rest of the write); past `_MAX_OPEN_WRITERS` zones Spark sorts the rest. Topic
+        names are all different: no Parquet dictionary is tried for them."""
+        with (
+            _described(self.routed, "resolve-zones: write the answers"),
+            _sql_settings(
+                self.routed.sparkSession,
+                {
+                    "spark.sql.optimizer.plannedWrite.enabled": "false",
+                    "spark.sql.maxConcurrentOutputFileWriters": str(
+                        min(len(self.table.zones), _MAX_OPEN_WRITERS)
+                    ),
+                },
+            ),
+        ):
+            writer = self.answers.write.mode("overwrite").partitionBy("zone")
+            writer.option("parquet.enable.dictionary#topic", "false").parquet(path)
 
     def summary(self) -> list[SummaryRow]:
         """The summary by Spark aggregations (no answers are read back): topics per answer
@@ -319,6 +335,24 @@ def plan_zones(
     )
 
 
+_MAX_OPEN_WRITERS = 16  # Parquet writers a write task keeps open at once (one per zone)
+
+
+@contextmanager
+def _sql_settings(spark: Any, settings: dict[str, str]) -> Iterator[None]:
+    """Spark SQL settings for what runs inside, unless the session sets them itself
+    (spark-submit's --conf wins)."""
+    conf = spark.conf
+    mine = {key: value for key, value in settings.items() if conf.get(key, None) is None}
+    for key, value in mine.items():
+        conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key in mine:
+            conf.unset(key)
+
+
 @contextmanager
 def _described(frame: Any, description: str) -> Iterator[None]:
     """Spark's jobs started inside are described so (the Spark UI, event logs)."""
@@ -431,9 +465,20 @@ def _grouped_counts(frame: Any) -> list[tuple[str, str, str, int, int]]:
     ]
 
 
-def local_session(master: str, *, app_name: str = "resolve-zones", **conf: str) -> Any:
+def local_session(
+    master: str,
+    *,
+    app_name: str = "resolve-zones",
+    class_archive: ClassArchive | None = None,
+    **conf: str,
+) -> Any:
     """A SparkSession for a local master, bound to 127.0.0.1, whose Python workers run this
-    interpreter (so they import this package and pyarrow from the same environment)."""
+    interpreter (so they import this package and pyarrow from the same environment).
+    `class_archive`: the driver JVM maps its classes from it, or records it (zones.class_archive;
+    end such a session with `stop_session`)."""
+    if class_archive is not None:
+        given = conf.get("spark.driver.extraJavaOptions", "")
+        conf["spark.driver.extraJavaOptions"] = f"{given} {class_archive.java_options()}".strip()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     settings = {
@@ -458,11 +503,14 @@ def local_session(master: str, *, app_name: str = "resolve-zones", **conf: str) 
     return spark
 
 
-def session(master: str | None, *, progress: bool = False) -> tuple[Any, bool]:
+def session(
+    master: str | None, *, progress: bool = False, class_archive: ClassArchive | None = None
+) -> tuple[Any, bool]:
     """(session, whether this job owns it): an active session (a test's, a notebook's) is
     used as it is; otherwise a new one, local or from spark-submit's settings. `progress`:
     Spark's console progress bar on stderr (`spark.ui.showConsoleProgress`), for a session
-    this job creates with a master of its own; under spark-submit its settings decide."""
+    this job creates with a master of its own; under spark-submit its settings decide.
+    `class_archive`: for a local master this job starts (see `local_session`)."""
     active = SparkSession.getActiveSession()
     if active is not None:
         return active, False
@@ -471,5 +519,23 @@ def session(master: str | None, *, progress: bool = False) -> tuple[Any, bool]:
         return builder.getOrCreate(), True
     shown = "true" if progress else "false"
     if master.startswith("local"):
-        return local_session(master, **{"spark.ui.showConsoleProgress": shown}), True
+        settings = {"spark.ui.showConsoleProgress": shown}
+        return local_session(master, class_archive=class_archive, **settings), True
     return builder.master(master).config("spark.ui.showConsoleProgress", shown).getOrCreate(), True
+
+
+def stop_session(spark: Any, class_archive: ClassArchive | None = None) -> bool:
+    """Stop a session this job started. For a session that records `class_archive`, also end
+    its JVM, which writes the archive as it exits, and put the archive in place: True then."""
+    spark.stop()
+    if class_archive is None or not class_archive.records:
+        return False
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    jvm = getattr(gateway, "proc", None)
+    if gateway is not None:
+        gateway.shutdown()
+        SparkContext._gateway = None  # a later session starts a JVM of its own
+        SparkContext._jvm = None
+    return class_archive.finish(jvm)

@@ -1,7 +1,7 @@
 """The binary server with its lookup memo answers byte for byte what it answers without it:
-random LOOKUP frames (canonical and not, short and long, repeated, with and without listener names, for owned,
-unowned, unloading, partitioned, missing and invalid topics) sent to both on real sockets,
-over a change of the cluster view in the middle."""
+random LOOKUP frames (canonical and not, short and long, repeated, with and without listener
+names, for owned, unowned, unloading, partitioned, missing and invalid topics) sent to both on
+real sockets, over a change of the cluster view in the middle."""
 
 from __future__ import annotations
 
