@@ -56,12 +56,12 @@ def spark() -> Iterator[Any]:
 
     session = local_session(
         "local[2]",
-        app_name="tests",
-        **{
+        {
             "spark.sql.shuffle.partitions": "4",
             "spark.default.parallelism": "2",
             "spark.driver.memory": "1g",
         },
+        app_name="tests",
     )
     session.sparkContext.setLogLevel("ERROR")
     yield session

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import sys
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -467,18 +467,19 @@ def _grouped_counts(frame: Any) -> list[tuple[str, str, str, int, int]]:
 
 def local_session(
     master: str,
+    given: Mapping[str, str] | None = None,
     *,
     app_name: str = "resolve-zones",
     class_archive: ClassArchive | None = None,
-    **conf: str,
 ) -> Any:
     """A SparkSession for a local master, bound to 127.0.0.1, whose Python workers run this
-    interpreter (so they import this package and pyarrow from the same environment).
-    `class_archive`: the driver JVM maps its classes from it, or records it (zones.class_archive;
-    end such a session with `stop_session`)."""
+    interpreter (so they import this package and pyarrow from the same environment); `given`:
+    Spark settings over ours. `class_archive`: the driver JVM maps its classes from it, or
+    records it (zones.class_archive; end such a session with `stop_session`)."""
+    conf = dict(given or {})
     if class_archive is not None:
-        given = conf.get("spark.driver.extraJavaOptions", "")
-        conf["spark.driver.extraJavaOptions"] = f"{given} {class_archive.java_options()}".strip()
+        options = conf.get("spark.driver.extraJavaOptions", "")
+        conf["spark.driver.extraJavaOptions"] = f"{options} {class_archive.java_options()}".strip()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     settings = {
@@ -520,7 +521,7 @@ def session(
     shown = "true" if progress else "false"
     if master.startswith("local"):
         settings = {"spark.ui.showConsoleProgress": shown}
-        return local_session(master, class_archive=class_archive, **settings), True
+        return local_session(master, settings, class_archive=class_archive), True
     return builder.master(master).config("spark.ui.showConsoleProgress", shown).getOrCreate(), True
 
 
