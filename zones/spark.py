@@ -149,24 +149,9 @@ class ZonePlan:
     answers: Any  # DataFrame of every answer: COLUMNS (and the endpoints with a protocol)
 
     def write(self, path: str) -> None:
-        """The answers as Parquet partitioned by zone (Spark's overwrite mode). Each task keeps
-        a writer open per zone instead of sorting its rows by zone first (the sort cost more
-        than the rest of the write); past `_MAX_OPEN_WRITERS` zones Spark sorts the rest. Topic
-        names are all different: no Parquet dictionary is tried for them."""
-        with (
-            _described(self.routed, "resolve-zones: write the answers"),
-            _sql_settings(
-                self.routed.sparkSession,
-                {
-                    "spark.sql.optimizer.plannedWrite.enabled": "false",
-                    "spark.sql.maxConcurrentOutputFileWriters": str(
-                        min(len(self.table.zones), _MAX_OPEN_WRITERS)
-                    ),
-                },
-            ),
-        ):
-            writer = self.answers.write.mode("overwrite").partitionBy("zone")
-            writer.option("parquet.enable.dictionary#topic", "false").parquet(path)
+        """The answers as Parquet partitioned by zone (Spark's overwrite mode)."""
+        with _described(self.routed, "resolve-zones: write the answers"):
+            self.answers.write.mode("overwrite").partitionBy("zone").parquet(path)
 
     def summary(self) -> list[SummaryRow]:
         """The summary by Spark aggregations (no answers are read back): topics per answer
@@ -333,24 +318,6 @@ def plan_zones(
     return ZonePlan(
         table, routed, per_pair_texts, per_pair_answers, fast.unionByName(per_pair_answers)
     )
-
-
-_MAX_OPEN_WRITERS = 16  # Parquet writers a write task keeps open at once (one per zone)
-
-
-@contextmanager
-def _sql_settings(spark: Any, settings: dict[str, str]) -> Iterator[None]:
-    """Spark SQL settings for what runs inside, unless the session sets them itself
-    (spark-submit's --conf wins)."""
-    conf = spark.conf
-    mine = {key: value for key, value in settings.items() if conf.get(key, None) is None}
-    for key, value in mine.items():
-        conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key in mine:
-            conf.unset(key)
 
 
 @contextmanager
