@@ -18,7 +18,6 @@ import argparse
 import asyncio
 import cProfile
 import functools
-import gc
 import io
 import logging
 import multiprocessing
@@ -32,7 +31,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import cast
 
-from bench.common import cluster_snapshot, cpu_seconds, percentile, receive
+from bench.common import cluster_snapshot, cpu_seconds, measured_window, percentile, receive
 from listeners.binary_server import BinaryServer, BinarySettings
 from listeners.endpoints import Endpoint, Scheme
 from listeners.protocol import codec
@@ -375,19 +374,9 @@ async def _measure(
         await asyncio.sleep(args.warmup)
         # The load generator's own garbage collections (its per-read lists) stalled every
         # connection at once and were most of both servers' p99: none while measuring.
-        gc.collect()
-        gc.disable()
-        try:
-            parent.send("begin")
-            tally.recording = True
-            started, client_cpu = time.perf_counter(), cpu_seconds()
-            await asyncio.sleep(args.duration)
-            tally.recording = False
-            elapsed, client_cpu = time.perf_counter() - started, cpu_seconds() - client_cpu
-        finally:
-            gc.enable()
-        parent.send("end")
-        cpu = await loop.run_in_executor(None, receive, parent, 60.0)
+        elapsed, client_cpu, cpu = await measured_window(
+            parent, tally, args.duration, collect_garbage=False
+        )
         for conn in connections:
             conn.close()
         latencies = tally.latency_values()

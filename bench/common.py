@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import resource
+import time
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from lookup.bundles import NamespaceBundles
 from metadata_store.snapshot import write_snapshot
@@ -56,3 +59,32 @@ def receive(pipe: Connection, timeout: float) -> Any:
     if not pipe.poll(timeout):
         raise TimeoutError("the server process did not answer")
     return pipe.recv()
+
+
+class Recording(Protocol):
+    recording: bool
+
+
+async def measured_window(
+    pipe: Connection, tally: Recording, seconds: float, *, collect_garbage: bool = True
+) -> tuple[float, float, float]:
+    """Tell the server child to begin, let `tally` record for `seconds`, tell the child to end:
+    (elapsed seconds, this process's CPU seconds, the server's CPU seconds) over the window.
+    `collect_garbage` False: none of this process's garbage collections in the window (they
+    stall every connection of a load generator at once)."""
+    if not collect_garbage:
+        gc.collect()
+        gc.disable()
+    try:
+        pipe.send("begin")
+        tally.recording = True
+        started, client_cpu = time.perf_counter(), cpu_seconds()
+        await asyncio.sleep(seconds)
+        tally.recording = False
+        elapsed, client_cpu = time.perf_counter() - started, cpu_seconds() - client_cpu
+    finally:
+        gc.enable()
+    pipe.send("end")
+    loop = asyncio.get_running_loop()
+    server_cpu = await loop.run_in_executor(None, receive, pipe, 60.0)
+    return elapsed, client_cpu, server_cpu

@@ -38,7 +38,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from bench.common import cluster_snapshot, cpu_seconds, percentile, receive
+from bench.common import cluster_snapshot, cpu_seconds, measured_window, percentile, receive
 from http_api.app import build_app
 from http_api.server import HttpServer
 from listeners.binary_server import BinaryServer, BinarySettings
@@ -245,7 +245,6 @@ async def _measure(
     parent: Connection,
     args: argparse.Namespace,
 ) -> Result:
-    loop = asyncio.get_running_loop()
     context = _client_context(ca, target.tls_version)
     tally, running = Tally(), asyncio.Event()
     running.set()
@@ -254,14 +253,7 @@ async def _measure(
         for i in range(args.concurrency)
     ]
     await asyncio.sleep(args.warmup)
-    parent.send("begin")
-    tally.recording = True
-    started, client_cpu = time.perf_counter(), cpu_seconds()
-    await asyncio.sleep(args.duration)
-    tally.recording = False
-    elapsed, client_cpu = time.perf_counter() - started, cpu_seconds() - client_cpu
-    parent.send("end")
-    cpu = await loop.run_in_executor(None, receive, parent, 60.0)
+    elapsed, client_cpu, cpu = await measured_window(parent, tally, args.duration)
     running.clear()
     await asyncio.wait_for(asyncio.gather(*workers), 60)
     count = max(tally.done + tally.failed, 1)

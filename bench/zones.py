@@ -166,7 +166,8 @@ def _spark_child(
     from zones.spark import local_session, stop_session
 
     archive = ClassArchive.at(class_archive) if class_archive else None
-    events = Path(work) / f"events-{plan}-{'archive' if archive else 'cold'}"
+    kind = "cold" if archive is None else "recording" if archive.records else "archive"
+    events = Path(work) / f"events-{plan}-{kind}"
     events.mkdir()
     started = time.perf_counter()
     spark = local_session(
@@ -491,6 +492,17 @@ def main(argv: list[str]) -> None:
         "(`zones.pairs.resolve_pairs`, measured in this run, no Spark): at most "
         f"{2e6 / core_us:,.0f} pairs/s on 2 cores, before Spark's own work."
     )
+    by_hand = (
+        "- Measured by hand (2026-11-24, not by this script): the same job run a second time in "
+        "one JVM took 11.6 s against 32.1 s for the first, so about two thirds of a cold job is "
+        "the JVM warming up (class loading, JIT compilation, Spark's code generation); "
+        "`--class-archive` takes away the class loading part. Tried in A/B runs in one session "
+        "and not kept: a Parquet writer per zone instead of Spark's sort by zone (no faster), no "
+        "dictionary for topic names (no faster), an uncompressed in-memory cache (no faster), "
+        "C1-only JIT (slower), whole-stage code generation off (slower), ParallelGC (within "
+        "noise). The 20 s target would take a warm JVM (a long-lived Spark session serving "
+        "many jobs) or far fewer rows to write."
+    )
     total = new.total_s
     with_archive = (
         ""
@@ -518,6 +530,7 @@ def main(argv: list[str]) -> None:
         "",
         *textwrap.wrap(where, 100, subsequent_indent="  "),
         *textwrap.wrap(before, 100, subsequent_indent="  "),
+        *textwrap.wrap(by_hand, 100, subsequent_indent="  "),
     ]
     print("\n".join(lines))
     if not args.no_write:
