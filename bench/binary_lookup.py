@@ -266,8 +266,8 @@ class _LoadConnection(asyncio.Protocol):
         self._next += count
         if start + count <= n:
             chunk = b"".join(requests[start : start + count])
-        else:
-            chunk = b"".join(requests[start:] + requests[: start + count - n])
+        else:  # (past the end of the list: round again, as many times as it takes)
+            chunk = b"".join(requests[(start + i) % n] for i in range(count))
         self._sent.append(_Write(time.perf_counter(), count))
         self._transport.write(chunk)
 

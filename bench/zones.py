@@ -409,6 +409,8 @@ def main(argv: list[str]) -> None:
         if not args.no_class_archive:
             archive = work / "spark-classes.jsa"
             recording = run_spark(work, args.master, "fast", archive)
+            if not archive.is_file():
+                raise RuntimeError("the recording run wrote no class archive")
             archived = run_spark(work, args.master, "fast", archive)
             print(
                 f"with a class archive: {archived.session_start_s:.1f} s + "

@@ -25,28 +25,30 @@ class ClassArchiveError(ValueError):
 @dataclass(frozen=True)
 class ClassArchive:
     path: Path
+    #: This run records the archive (it did not exist when the run began); decided once, so
+    #: that another run putting one in place meanwhile changes nothing for this one.
+    records: bool
 
     @classmethod
     def at(cls, text: str) -> ClassArchive:
-        """The archive at `text`, checked: the JVM reads its options split at white space."""
-        if not text or any(c.isspace() for c in text):
-            raise ClassArchiveError(f"{text!r}: a path without white space is needed")
+        """The archive at `text`, checked: Spark splits the JVM's options at white space and
+        reads quotes and backslashes in them, so the full path may hold none of those."""
         path = Path(text).expanduser().absolute()
+        if not text or any(c.isspace() or c in "'\"\\" for c in str(path)):
+            raise ClassArchiveError(
+                f"{str(path)!r}: a path without white space, quotes or backslashes is needed"
+            )
         if path.exists() and not path.is_file():
             raise ClassArchiveError(f"{text}: not a file")
         if not path.parent.is_dir():
             raise ClassArchiveError(f"{text}: the folder {path.parent} does not exist")
-        return cls(path)
+        return cls(path, records=not path.is_file())
 
     @property
     def recording(self) -> Path:
         """Where this process's JVM writes a new archive, moved to `path` once complete (so
         that no run ever maps a half-written one)."""
         return self.path.with_name(f"{self.path.name}.{os.getpid()}.recording")
-
-    @property
-    def records(self) -> bool:
-        return not self.path.is_file()
 
     def java_options(self) -> str:
         """The driver JVM's options: use the archive, or record one at exit."""
@@ -56,19 +58,22 @@ class ClassArchive:
 
     def finish(self, jvm: subprocess.Popen[bytes] | None) -> bool:
         """After a recording run's session stopped: wait for its JVM to write the archive and
-        exit, then move the archive into place. True when it was."""
+        exit, then move the archive into place (not over one another run put there first).
+        True when it was; a JVM that failed or overran leaves no file behind."""
         recording = self.recording
         if jvm is not None:
             if jvm.stdin is not None:
                 jvm.stdin.close()  # Spark's gateway JVM exits when its stdin closes
             try:
-                jvm.wait(WRITE_DEADLINE_S)
+                exited_well = jvm.wait(WRITE_DEADLINE_S) == 0
             except subprocess.TimeoutExpired:
                 jvm.kill()
                 jvm.wait()
+                exited_well = False
+            if not exited_well:
                 recording.unlink(missing_ok=True)
                 return False
-        if not recording.is_file() or recording.stat().st_size == 0:
+        if not recording.is_file() or recording.stat().st_size == 0 or self.path.exists():
             recording.unlink(missing_ok=True)
             return False
         os.replace(recording, self.path)

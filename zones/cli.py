@@ -222,7 +222,9 @@ def run(args: argparse.Namespace) -> int:
 
     archive = None
     if args.class_archive is not None:
-        if args.master is None or not args.master.startswith("local"):
+        # (under spark-submit the driver JVM is running already, whatever --master says)
+        under_submit = "PYSPARK_GATEWAY_PORT" in os.environ
+        if args.master is None or not args.master.startswith("local") or under_submit:
             print(
                 "warning: --class-archive is for a local master; under spark-submit pass "
                 "-XX:SharedArchiveFile in --driver-java-options",

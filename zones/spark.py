@@ -494,16 +494,22 @@ def session(
 
 def stop_session(spark: Any, class_archive: ClassArchive | None = None) -> bool:
     """Stop a session this job started. For a session that records `class_archive`, also end
-    its JVM, which writes the archive as it exits, and put the archive in place: True then."""
-    spark.stop()
+    its JVM, which writes the archive as it exits, and put the archive in place: True then
+    (the recording is removed, not left behind, when anything fails)."""
     if class_archive is None or not class_archive.records:
+        spark.stop()
         return False
     from pyspark import SparkContext
 
-    gateway = SparkContext._gateway
-    jvm = getattr(gateway, "proc", None)
-    if gateway is not None:
-        gateway.shutdown()
-        SparkContext._gateway = None  # a later session starts a JVM of its own
-        SparkContext._jvm = None
-    return class_archive.finish(jvm)
+    jvm = None
+    try:
+        spark.stop()
+        gateway = SparkContext._gateway
+        jvm = getattr(gateway, "proc", None)
+        if gateway is not None:
+            gateway.shutdown()
+            SparkContext._gateway = None  # a later session starts a JVM of its own
+            SparkContext._jvm = None
+    finally:
+        recorded = class_archive.finish(jvm)
+    return recorded

@@ -13,14 +13,22 @@ import pytest
 from zones.class_archive import ClassArchive, ClassArchiveError
 
 
-@pytest.mark.parametrize(
-    ("name", "problem"),
-    [("has space.jsa", "without white space"), ("", "without white space")],
-)
-def test_a_path_the_jvm_would_split_is_refused(tmp_path: Path, name: str, problem: str) -> None:
+@pytest.mark.parametrize("name", ["has space.jsa", "quo'te.jsa", 'dq"uote.jsa', "back\\slash", ""])
+def test_a_path_the_jvm_would_split_is_refused(tmp_path: Path, name: str) -> None:
     text = str(tmp_path / name) if name else ""
-    with pytest.raises(ClassArchiveError, match=problem):
+    with pytest.raises(ClassArchiveError, match="without white space, quotes or backslashes"):
         ClassArchive.at(text)
+
+
+def test_a_relative_path_is_checked_as_the_jvm_gets_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`spark.jsa` run from a folder whose name has a space: the absolute path has one."""
+    folder = tmp_path / "My Work"
+    folder.mkdir()
+    monkeypatch.chdir(folder)
+    with pytest.raises(ClassArchiveError, match="My Work"):
+        ClassArchive.at("spark.jsa")
 
 
 def test_a_folder_or_a_missing_parent_is_refused(tmp_path: Path) -> None:
@@ -39,8 +47,18 @@ def test_records_when_missing_then_uses_it(tmp_path: Path) -> None:
     archive.recording.write_bytes(b"archive bytes")
     assert archive.finish(None)
     assert archive.path.read_bytes() == b"archive bytes" and not archive.recording.exists()
-    assert not archive.records
-    assert archive.java_options().startswith(f"-XX:SharedArchiveFile={archive.path} ")
+    assert archive.records  # decided when the run began
+    later = ClassArchive.at(str(archive.path))
+    assert not later.records
+    assert later.java_options().startswith(f"-XX:SharedArchiveFile={archive.path} ")
+
+
+def test_an_archive_another_run_put_in_place_first_is_kept(tmp_path: Path) -> None:
+    archive = ClassArchive.at(str(tmp_path / "spark.jsa"))
+    archive.path.write_bytes(b"the other run's")
+    archive.recording.write_bytes(b"ours")
+    assert not archive.finish(None)
+    assert archive.path.read_bytes() == b"the other run's" and not archive.recording.exists()
 
 
 def test_an_empty_or_missing_recording_is_not_put_in_place(tmp_path: Path) -> None:
@@ -63,3 +81,15 @@ def test_finish_waits_for_the_jvm_to_exit_before_moving_the_archive(tmp_path: Pa
     assert archive.finish(process)
     assert process.returncode == 0
     assert archive.path.read_bytes() == b"written at exit"
+
+
+def test_a_jvm_that_fails_leaves_no_archive(tmp_path: Path) -> None:
+    """A JVM that exits with an error may have written half an archive: it is not used."""
+    archive = ClassArchive.at(str(tmp_path / "spark.jsa"))
+    script = (
+        f"import sys; sys.stdin.read(); open({str(archive.recording)!r}, 'wb').write(b'half'); "
+        "sys.exit(1)"
+    )
+    process = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE)
+    assert not archive.finish(process)
+    assert not archive.path.exists() and not archive.recording.exists()
