@@ -1,5 +1,5 @@
 """A JVM class-data archive (CDS) for the driver of a local resolve-zones run: Spark's driver
-loads some 20,000 classes at every start; mapped from an archive they cost a fraction of that.
+loads many thousands of classes at every start; mapped from an archive they cost less.
 The first run that names an archive records it (the JVM writes it when it exits: that run is
 slower); every later run uses it. A stale or foreign archive (another JDK or Spark) is ignored
 by the JVM, which then loads classes as usual. Nothing here imports Spark.
