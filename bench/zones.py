@@ -495,7 +495,9 @@ def main(argv: list[str]) -> None:
         f"{2e6 / core_us:,.0f} pairs/s on 2 cores, before Spark's own work."
     )
     by_hand = (
-        "- Measured by hand (2026-11-24, not by this script): the same job run a second time in "
+        "- Measured by hand (2026-11-24, not by this script): two full runs of this script gave "
+        "40.2 and 41.2 s with a cold JVM, 35.1 and 30.8 s with the archive (Spark's runs vary by "
+        "some 4 s here). The same job run a second time in "
         "one JVM took 11.6 s against 32.1 s for the first, so about two thirds of a cold job is "
         "the JVM warming up (class loading, JIT compilation, Spark's code generation); "
         "`--class-archive` takes away the class loading part. Tried in A/B runs in one session "
