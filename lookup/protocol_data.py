@@ -43,7 +43,7 @@ from functools import lru_cache
 from lookup.bundles import BundleRange
 from lookup.errors import FailureKind, LookupFailure
 from lookup.model import BrokerData
-from lookup.resolve import ResolvePolicy, ResponseKind, resolve
+from lookup.resolve import ResolvePolicy, ResponseKind, registered_owner, resolve
 from lookup.selection import LISTENER_NAME, ChoiceSource, ListenerChoice
 from lookup.topics import TopicName
 from lookup.untrusted import printable
@@ -361,22 +361,14 @@ def resolve_protocol(
     if answer.response is ResponseKind.REDIRECT:
         return ProtocolAnswer(topic, answer.bundle, protocol, choice, False, answer.broker_id)
     owner = answer.broker_id
-    registry = view.broker_registry()
     if owner is None:
         raise LookupFailure(
             FailureKind.METADATA_MALFORMED,
             f"the owner of bundle {topic.namespace_name}/{answer.bundle.name} has no brokerId "
             "and none of its URLs is a registered broker's: its protocol data cannot be found",
         )
-    if owner in registry.invalid:
-        raise registry.invalid[owner]
-    broker = registry.brokers.get(owner)
-    if broker is None:
-        raise LookupFailure(
-            FailureKind.OWNER_INACTIVE,
-            f"the owner of bundle {topic.namespace_name}/{answer.bundle.name} ({owner}) is not "
-            "registered; retry",
-        )
+    registry = view.broker_registry()
+    broker = registered_owner(registry, owner, topic.namespace_name, answer.bundle, name_it=True)
     name, data, endpoints = broker_endpoints(owner, broker, protocol, choice.name, declared)
     return ProtocolAnswer(
         topic, answer.bundle, name, choice, True, owner, endpoints, data.raw, data.unparsed

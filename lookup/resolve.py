@@ -258,21 +258,36 @@ def _registered_urls(
     choice: ListenerChoice,
     registry: BrokerRegistry,
 ) -> BrokerUrls:
-    """A registered broker's URLs for the listener; an owner without a registration fails as
-    Pulsar's brokers fail it (MetadataError), retriable: it is restarting or gone, and the load
-    manager moves its bundles."""
-    if broker_id in registry.invalid:
-        raise registry.invalid[broker_id]
-    broker = registry.brokers.get(broker_id)
-    if broker is None:
-        raise LookupFailure(
-            FailureKind.OWNER_INACTIVE,
-            f"the owner of bundle {namespace}/{bundle.name} is not registered; retry",
-        )
+    """A registered broker's URLs for the listener (see `registered_owner`)."""
+    broker = registered_owner(registry, broker_id, namespace, bundle)
     urls = _broker_urls(broker, choice)
     if urls is None:
         raise _listener_missing(choice.name)
     return urls
+
+
+def registered_owner(
+    registry: BrokerRegistry,
+    broker_id: str,
+    namespace: NamespaceName,
+    bundle: BundleRange,
+    *,
+    name_it: bool = False,
+) -> BrokerData:
+    """The registration of the broker that owns `bundle`: a malformed one raises its
+    MalformedNode; an owner without a registration fails as Pulsar's brokers fail it
+    (MetadataError), retriable: it is restarting or gone, and the load manager moves its
+    bundles. `name_it`: the failure names the owner's id too."""
+    if broker_id in registry.invalid:
+        raise registry.invalid[broker_id]
+    broker = registry.brokers.get(broker_id)
+    if broker is None:
+        owner = f" ({broker_id})" if name_it else ""
+        raise LookupFailure(
+            FailureKind.OWNER_INACTIVE,
+            f"the owner of bundle {namespace}/{bundle.name}{owner} is not registered; retry",
+        )
+    return broker
 
 
 def _namespace_not_found(namespace: NamespaceName) -> LookupFailure:
