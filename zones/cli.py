@@ -256,7 +256,6 @@ def run(args: argparse.Namespace) -> int:
 
     from zones.spark import plan_zones, read_topics, session, stop_session
 
-    recording = archive is not None and archive.records
     spark, owned = session(args.master, progress=show_progress(sys.stderr), class_archive=archive)
     try:
         try:
@@ -279,7 +278,7 @@ def run(args: argparse.Namespace) -> int:
         if owned:
             recorded = stop_session(spark, archive)
             if archive is not None:
-                state = "recorded" if recorded else "not recorded" if recording else "used"
+                state = "recorded" if recorded else "not recorded" if archive.records else "used"
                 print(f"class archive: {state} {archive.path}", flush=True)
     elapsed = time.perf_counter() - started
     summary_path, chart_path = out / "summary.csv", out / "share.png"

@@ -105,17 +105,25 @@ def resolve_zones(
     `topic` column; `nodes` is the snapshot (znode path -> JSON content) every answer reads.
 
     Lazy: nothing runs until the DataFrame is written or collected."""
+    topics = _spread_topics(spark, topics_df, zones, partitions)
+    shared = _SharedSnapshot(uuid.uuid4().hex, spark.sparkContext.broadcast(nodes))
+    return topics.mapInArrow(partial(_resolve_batches, shared, list(zones), policy), SPARK_SCHEMA)
+
+
+def _spread_topics(
+    spark: Any, topics_df: Any, zones: Sequence[Zone], partitions: int | None
+) -> Any:
+    """The plans' input, checked: the `topic` column as strings, over `partitions` partitions,
+    or over at least twice the default parallelism (every core gets work)."""
     if "topic" not in topics_df.columns:
         raise ZonesError(f"the topics have no 'topic' column (columns: {topics_df.columns})")
     if not zones:
         raise ZonesError("no zones")
-    context = spark.sparkContext
-    shared = _SharedSnapshot(uuid.uuid4().hex, context.broadcast(nodes))
     topics = topics_df.select(F.col("topic").cast("string").alias("topic"))
-    wanted = partitions or 2 * context.defaultParallelism
+    wanted = partitions or 2 * spark.sparkContext.defaultParallelism
     if partitions is not None or topics.rdd.getNumPartitions() < wanted:
         topics = topics.repartition(wanted)
-    return topics.mapInArrow(partial(_resolve_batches, shared, list(zones), policy), SPARK_SCHEMA)
+    return topics
 
 
 # -- the fast plan: Spark's own engine looks every answer up ----------------------------------
@@ -237,16 +245,9 @@ def plan_zones(
 
     Runs one pass over the topics (parsed, routed and cached); the answers stay lazy until
     they are written. Call `release()` when done."""
-    if "topic" not in topics_df.columns:
-        raise ZonesError(f"the topics have no 'topic' column (columns: {topics_df.columns})")
-    if not zones:
-        raise ZonesError("no zones")
+    topics = _spread_topics(spark, topics_df, zones, partitions)
     table = build_table(nodes, ClusterView.from_snapshot(nodes), zones, policy, protocol)
     frames = _table_frames(spark, table)
-    topics = topics_df.select(F.col("topic").cast("string").alias("topic"))
-    wanted = partitions or 2 * spark.sparkContext.defaultParallelism
-    if partitions is not None or topics.rdd.getNumPartitions() < wanted:
-        topics = topics.repartition(wanted)
 
     named = (
         _native_names(topics)
