@@ -294,35 +294,30 @@ class _LoadConnection(asyncio.Protocol):
                 self.connected.set_result(None)
             self._send(self._depth)
         answered = len(bodies)
-        tally = self._tally
+        now, tally = time.perf_counter(), self._tally
+        writes = self._settle(answered)
         if tally.recording and answered:
-            now, sent, left = time.perf_counter(), self._sent, answered
-            while left:
-                head = sent[0]
-                taken = min(left, head.unanswered)
-                tally.latencies.append((now - head.at, taken))
-                left -= taken
-                head.unanswered -= taken
-                if not head.unanswered:
-                    sent.popleft()
+            tally.latencies.extend((now - at, count) for at, count in writes)
             is_connect = tally.is_connect
             connects = sum(1 for body in bodies if is_connect(body))
             tally.answered += connects
             tally.failed += answered - connects
-        else:
-            self._forget(answered)
         if answered and self.sending:
             self._send(answered)
 
-    def _forget(self, answered: int) -> None:
-        sent = self._sent
+    def _settle(self, answered: int) -> list[tuple[float, int]]:
+        """The writes the next `answered` answers belong to, oldest first: (when written, how
+        many of the answers), forgotten once all their answers are in."""
+        sent, writes = self._sent, []
         while answered:
             head = sent[0]
             taken = min(answered, head.unanswered)
+            writes.append((head.at, taken))
             answered -= taken
             head.unanswered -= taken
             if not head.unanswered:
                 sent.popleft()
+        return writes
 
     def close(self) -> None:
         self.sending = False

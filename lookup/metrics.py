@@ -73,19 +73,12 @@ class LookupTally:
         self.redirect = 0
 
     def answered(self, seconds: float, connect: bool) -> None:
-        # A histogram bucket holds the values up to and including its bound ("le").
-        self.buckets[bisect_left(LATENCY_BUCKETS, seconds)] += 1
-        self.seconds += seconds
-        if connect:
-            self.connect += 1
-        else:
-            self.redirect += 1
-        if self._immediate:
-            self.flush()
+        self.answered_together(1, seconds, connect)
 
     def answered_together(self, count: int, seconds_each: float, connect: bool) -> None:
         """`count` lookups answered in one go (memoised answers to one read), each counted at
         their mean time: the sum is exact, the bucket is the mean's."""
+        # A histogram bucket holds the values up to and including its bound ("le").
         self.buckets[bisect_left(LATENCY_BUCKETS, seconds_each)] += count
         self.seconds += seconds_each * count
         if connect:
