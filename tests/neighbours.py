@@ -20,7 +20,10 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
+from cryptography import x509
+from cryptography.x509.oid import NameOID
 
 from listeners.protocol import codec
 from listeners.protocol.codec import BaseCommand, FrameDecoder
@@ -361,3 +364,27 @@ async def closed_without_answer(
         return received == b""
     finally:
         sock.close()
+
+
+def common_name(ssl_object: ssl.SSLObject | None) -> str:
+    """The common name of the certificate the server showed on a TLS connection."""
+    assert ssl_object is not None
+    der = ssl_object.getpeercert(binary_form=True)
+    assert der is not None
+    subject = x509.load_der_x509_certificate(der).subject
+    return str(subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value)
+
+
+async def http_broker_url(
+    port: int, path: str, *, local_host: str | None = None, headers: dict[str, str] | None = None
+) -> str:
+    """The `brokerUrl` of an HTTP lookup of `path` on 127.0.0.1:`port`, asked from the source
+    address `local_host` (any 127.x; None: the system's choice)."""
+    connector = aiohttp.TCPConnector(local_addr=(local_host, 0) if local_host else None)
+    timeout = aiohttp.ClientTimeout(total=WAIT)
+    async with (
+        aiohttp.ClientSession(connector=connector, timeout=timeout) as session,
+        session.get(f"http://127.0.0.1:{port}{path}", headers=headers) as response,
+    ):
+        assert response.status == 200, await response.text()
+        return str((await response.json())["brokerUrl"])

@@ -22,8 +22,6 @@ from pathlib import Path
 
 import pytest
 import trustme
-from cryptography import x509
-from cryptography.x509.oid import NameOID
 
 from gateway.process import Gateway
 from listeners.config import GatewayConfig
@@ -34,6 +32,7 @@ from tests.e2e.clients import in_thread, produce, reached
 from tests.gateways import config_from, running
 from tests.neighbours import (
     binary_lookup,
+    common_name,
     haproxy,
     haproxy_binary,
     lookups,
@@ -232,14 +231,6 @@ async def sni(tmp_path: Path) -> AsyncIterator[SniDeployment]:
         )
         await stack.enter_async_context(haproxy(tmp_path / "haproxy", [text], [port]))
         yield SniDeployment(gateway, started, port, ca_file, trust)
-
-
-def common_name(ssl_object: ssl.SSLObject | None) -> str:
-    assert ssl_object is not None
-    der = ssl_object.getpeercert(binary_form=True)
-    assert der is not None
-    subject = x509.load_der_x509_certificate(der).subject
-    return str(subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value)
 
 
 async def test_each_name_gets_its_listeners_certificate_and_urls(sni: SniDeployment) -> None:

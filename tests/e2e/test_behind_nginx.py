@@ -19,7 +19,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import aiohttp
 import pytest
 
 from gateway.process import Gateway
@@ -31,9 +30,9 @@ from metadata_store.snapshot import write_snapshot
 from tests.broker_peer import BrokerPeer, RawClient
 from tests.e2e.clients import in_thread, produce, reached
 from tests.neighbours import (
-    WAIT,
     binary_lookup,
     closed_without_answer,
+    http_broker_url,
     lookups,
     nginx,
     nginx_binary,
@@ -131,19 +130,6 @@ async def http_port(deployment: Deployment, tmp_path: Path) -> AsyncIterator[int
         yield port
 
 
-async def http_broker_url(
-    port: int, *, local_host: str = CLIENT, headers: dict[str, str] | None = None
-) -> str:
-    connector = aiohttp.TCPConnector(local_addr=(local_host, 0))
-    timeout = aiohttp.ClientTimeout(total=WAIT)
-    async with (
-        aiohttp.ClientSession(connector=connector, timeout=timeout) as session,
-        session.get(f"http://127.0.0.1:{port}{LOOKUP_PATH}", headers=headers) as response,
-    ):
-        assert response.status == 200, await response.text()
-        return str((await response.json())["brokerUrl"])
-
-
 async def lookup_url(port: int, local_host: str) -> str:
     answer, _ = await binary_lookup("127.0.0.1", port, TOPIC, local_host=local_host)
     return str(answer.lookupTopicResponse.brokerServiceUrl)
@@ -211,14 +197,20 @@ async def test_forwarded_addresses_through_the_http_proxy(
 ) -> None:
     peers = deployment.peers
     port = http_port
-    assert await http_broker_url(port, local_host=PARTNER) == peers["partner"].url
-    assert await http_broker_url(port, local_host=NOBODY) == peers["internal"].url
+    assert await http_broker_url(port, LOOKUP_PATH, local_host=PARTNER) == peers["partner"].url
+    assert await http_broker_url(port, LOOKUP_PATH, local_host=NOBODY) == peers["internal"].url
     # what a client writes itself gains it nothing: nginx appends the address it saw ...
     spoofed = {"X-Forwarded-For": PARTNER}
-    assert await http_broker_url(port, local_host=CLIENT, headers=spoofed) == peers["office"].url
+    assert (
+        await http_broker_url(port, LOOKUP_PATH, local_host=CLIENT, headers=spoofed)
+        == peers["office"].url
+    )
     # ... and drops a listener name (the recipe's proxy_set_header X-Pulsar-ListenerName "")
     named = {"X-Pulsar-ListenerName": "partner"}
-    assert await http_broker_url(port, local_host=CLIENT, headers=named) == peers["office"].url
+    assert (
+        await http_broker_url(port, LOOKUP_PATH, local_host=CLIENT, headers=named)
+        == peers["office"].url
+    )
 
 
 async def test_a_forwarded_header_from_an_untrusted_peer_is_ignored(
@@ -228,7 +220,7 @@ async def test_a_forwarded_header_from_an_untrusted_peer_is_ignored(
     peers = deployment.peers
     for headers in ({"X-Forwarded-For": PARTNER}, {"Forwarded": f"for={PARTNER}"}):
         # straight to the gateway: the peer is the client
-        assert await http_broker_url(port, local_host=NOBODY, headers=headers) == (
+        assert await http_broker_url(port, LOOKUP_PATH, local_host=NOBODY, headers=headers) == (
             peers["internal"].url
         )
 

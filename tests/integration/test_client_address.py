@@ -19,11 +19,8 @@ import struct
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import aiohttp
 import pytest
 import trustme
-from cryptography import x509
-from cryptography.x509.oid import NameOID
 
 from gateway.process import Gateway
 from listeners.config import GatewayConfig
@@ -35,6 +32,8 @@ from tests.neighbours import (
     WAIT,
     binary_lookup,
     closed_without_answer,
+    common_name,
+    http_broker_url,
     lookups,
     one_broker_cluster,
     refusals,
@@ -103,19 +102,6 @@ async def lookup_url(port: int, *, local_host: str, preamble: bytes = b"") -> st
     return str(answer.lookupTopicResponse.brokerServiceUrl)
 
 
-async def http_broker_url(
-    port: int, *, local_host: str | None = None, headers: dict[str, str] | None = None
-) -> str:
-    connector = aiohttp.TCPConnector(local_addr=(local_host, 0) if local_host else None)
-    timeout = aiohttp.ClientTimeout(total=WAIT)
-    async with (
-        aiohttp.ClientSession(connector=connector, timeout=timeout) as session,
-        session.get(f"http://127.0.0.1:{port}{LOOKUP_PATH}", headers=headers) as response,
-    ):
-        assert response.status == 200, await response.text()
-        return str((await response.json())["brokerUrl"])
-
-
 async def raw_http_broker_url(port: int, preamble: bytes, *, local_host: str) -> str:
     """An HTTP lookup written by hand after `preamble` (a PROXY header)."""
     reader, writer = await asyncio.wait_for(
@@ -149,16 +135,19 @@ async def test_binary_clients_get_the_listener_of_their_network(gateway: Gateway
 
 async def test_http_clients_get_the_listener_of_their_network(gateway: Gateway) -> None:
     port = gateway.port_of("internal", "http")
-    assert await http_broker_url(port, local_host=OFFICE) == URLS["office"]
-    assert await http_broker_url(port, local_host=PARTNER) == URLS["partner"]
-    assert await http_broker_url(port, local_host=STRANGER) == URLS["internal"]
+    assert await http_broker_url(port, LOOKUP_PATH, local_host=OFFICE) == URLS["office"]
+    assert await http_broker_url(port, LOOKUP_PATH, local_host=PARTNER) == URLS["partner"]
+    assert await http_broker_url(port, LOOKUP_PATH, local_host=STRANGER) == URLS["internal"]
     assert lookups(gateway.service.metrics.registry, "partner", "network", "http") == 1
 
 
 async def test_a_listener_name_the_client_gives_still_wins(gateway: Gateway) -> None:
     port = gateway.port_of("internal", "http")
     header = {"X-Pulsar-ListenerName": "partner"}
-    assert await http_broker_url(port, local_host=OFFICE, headers=header) == URLS["partner"]
+    assert (
+        await http_broker_url(port, LOOKUP_PATH, local_host=OFFICE, headers=header)
+        == URLS["partner"]
+    )
     answer, _ = await binary_lookup("127.0.0.1", gateway.port_of("internal", "pulsar"), TOPIC)
     assert answer.lookupTopicResponse.brokerServiceUrl == URLS["internal"]
 
@@ -169,15 +158,21 @@ async def test_a_listener_name_the_client_gives_still_wins(gateway: Gateway) -> 
 async def test_forwarded_headers_from_an_untrusted_peer_are_ignored(gateway: Gateway) -> None:
     port = gateway.port_of("internal", "http")
     for headers in ({"X-Forwarded-For": PARTNER}, {"Forwarded": f"for={PARTNER}"}):
-        assert await http_broker_url(port, local_host=OFFICE, headers=headers) == URLS["office"]
-        assert await http_broker_url(port, local_host=STRANGER, headers=headers) == URLS["internal"]
+        assert (
+            await http_broker_url(port, LOOKUP_PATH, local_host=OFFICE, headers=headers)
+            == URLS["office"]
+        )
+        assert (
+            await http_broker_url(port, LOOKUP_PATH, local_host=STRANGER, headers=headers)
+            == URLS["internal"]
+        )
 
 
 async def test_forwarded_headers_from_a_trusted_proxy_name_the_client(gateway: Gateway) -> None:
     port = gateway.port_of("internal", "http")
 
     async def via_proxy(headers: dict[str, str]) -> str:
-        return await http_broker_url(port, local_host=PROXY, headers=headers)
+        return await http_broker_url(port, LOOKUP_PATH, local_host=PROXY, headers=headers)
 
     assert await via_proxy({"X-Forwarded-For": PARTNER}) == URLS["partner"]
     assert await via_proxy({"Forwarded": f'for="{OFFICE}:4711";proto=http'}) == URLS["office"]
@@ -256,14 +251,6 @@ async def test_a_header_that_does_not_arrive_in_time_is_refused(tmp_path: Path) 
 
 
 # -- PROXY header, then TLS with a server name ---------------------------------------------------
-
-
-def common_name(ssl_object: ssl.SSLObject | None) -> str:
-    assert ssl_object is not None
-    der = ssl_object.getpeercert(binary_form=True)
-    assert der is not None
-    name = x509.load_der_x509_certificate(der).subject
-    return str(name.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value)
 
 
 async def test_tls_behind_a_proxy_header_with_server_names(tmp_path: Path) -> None:
