@@ -23,6 +23,7 @@ COPY metadata_store ./metadata_store
 COPY lookup ./lookup
 COPY tls ./tls
 COPY console ./console
+COPY pulsar_lookup_gateway ./pulsar_lookup_gateway
 RUN python -m pip wheel --no-cache-dir --no-deps --wheel-dir /wheels . \
     && python -m venv /opt/venv \
     && /opt/venv/bin/pip install --no-cache-dir /wheels/*.whl

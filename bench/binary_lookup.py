@@ -32,15 +32,15 @@ from pathlib import Path
 from typing import cast
 
 from bench.common import cluster_snapshot, cpu_seconds, measured_window, percentile, receive
-from listeners.binary_server import BinaryServer, BinarySettings
-from listeners.endpoints import Endpoint, Scheme
-from listeners.protocol import codec
-from listeners.protocol.codec import BaseCommand, LookupType
-from listeners.socket_table import SocketSpec
-from lookup.networks import NetworkTable, parse_cidr
-from lookup.selection import ClientRoutes
-from lookup.service import LookupService
-from metadata_store.file import FileSource
+from pulsar_lookup_gateway.listeners.binary_server import BinaryServer, BinarySettings
+from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.protocol import codec
+from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand, LookupType
+from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
+from pulsar_lookup_gateway.lookup.networks import NetworkTable, parse_cidr
+from pulsar_lookup_gateway.lookup.selection import ClientRoutes
+from pulsar_lookup_gateway.lookup.service import LookupService
+from pulsar_lookup_gateway.metadata_store.file import FileSource
 
 HOST = "127.0.0.1"
 _HEADER = struct.Struct(">I")

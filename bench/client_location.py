@@ -27,7 +27,7 @@ from pathlib import Path
 
 from bench import binary_lookup
 from bench.common import cluster_snapshot, receive
-from listeners.protocol import codec
+from pulsar_lookup_gateway.listeners.protocol import codec
 
 HOST = binary_lookup.HOST
 _SIZE = struct.Struct(">I")

@@ -10,9 +10,9 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Protocol
 
-from lookup.bundles import NamespaceBundles
-from metadata_store.snapshot import write_snapshot
-from metadata_store.synthetic import broker_node, ownership_node
+from pulsar_lookup_gateway.lookup.bundles import NamespaceBundles
+from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
+from pulsar_lookup_gateway.metadata_store.synthetic import broker_node, ownership_node
 
 # The cluster of the lookup benchmarks: every bundle owned.
 NAMESPACES = 10

@@ -39,19 +39,19 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import cluster_snapshot, cpu_seconds, measured_window, percentile, receive
-from http_api.app import build_app
-from http_api.server import HttpServer
-from listeners.binary_server import BinaryServer, BinarySettings
-from listeners.endpoints import Endpoint, Scheme
-from listeners.protocol import codec
-from listeners.protocol.codec import BaseCommand, LookupType
-from listeners.socket_table import SocketSpec
-from lookup.service import LookupService
-from metadata_store.file import FileSource
-from tls.devcerts import write_dev_certs
-from tls.material import PemFiles
-from tls.reload import ListenerTls
-from tls.settings import TlsSettings
+from pulsar_lookup_gateway.http_api.app import build_app
+from pulsar_lookup_gateway.http_api.server import HttpServer
+from pulsar_lookup_gateway.listeners.binary_server import BinaryServer, BinarySettings
+from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.protocol import codec
+from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand, LookupType
+from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
+from pulsar_lookup_gateway.lookup.service import LookupService
+from pulsar_lookup_gateway.metadata_store.file import FileSource
+from pulsar_lookup_gateway.tls.devcerts import write_dev_certs
+from pulsar_lookup_gateway.tls.material import PemFiles
+from pulsar_lookup_gateway.tls.reload import ListenerTls
+from pulsar_lookup_gateway.tls.settings import TlsSettings
 
 HOST = "127.0.0.1"
 LISTENER = "external"

@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from metadata_store.embedded_zookeeper import free_port
+from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "configs" / "demo-cluster.json"

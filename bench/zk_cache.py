@@ -14,16 +14,16 @@ import resource
 import time
 from typing import Any
 
-from lookup.bundles import NamespaceBundles
-from lookup.resolve import resolve
-from lookup.selection import ChoiceSource, ListenerChoice
-from lookup.service import LookupService
-from lookup.topics import TopicName
-from metadata_store.admin import connected, seed
-from metadata_store.embedded_zookeeper import EmbeddedZooKeeper
-from metadata_store.synthetic import broker_node, ownership_node
-from metadata_store.url import parse_metadata_url
-from metadata_store.zookeeper import ZooKeeperSource
+from pulsar_lookup_gateway.lookup.bundles import NamespaceBundles
+from pulsar_lookup_gateway.lookup.resolve import resolve
+from pulsar_lookup_gateway.lookup.selection import ChoiceSource, ListenerChoice
+from pulsar_lookup_gateway.lookup.service import LookupService
+from pulsar_lookup_gateway.lookup.topics import TopicName
+from pulsar_lookup_gateway.metadata_store.admin import connected, seed
+from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper
+from pulsar_lookup_gateway.metadata_store.synthetic import broker_node, ownership_node
+from pulsar_lookup_gateway.metadata_store.url import parse_metadata_url
+from pulsar_lookup_gateway.metadata_store.zookeeper import ZooKeeperSource
 
 NAMESPACE_BUNDLES = 1000  # bundles per namespace: 100,000 bundles = 100 namespaces
 
@@ -116,7 +116,7 @@ async def measure(zk: EmbeddedZooKeeper, namespaces: list[str], bundles: int) ->
 
 
 def _hash(name: str) -> int:
-    from lookup.bundles import topic_hash
+    from pulsar_lookup_gateway.lookup.bundles import topic_hash
 
     return topic_hash(name)
 

@@ -44,10 +44,10 @@ import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 from aiohttp import ClientSession, ClientTimeout, TCPConnector
 
-from lookup.bundles import NamespaceBundles
-from metadata_store.synthetic import broker_id, broker_node, ownership_node
-from zones.pairs import Zone
-from zones.spark import ARROW_SCHEMA
+from pulsar_lookup_gateway.lookup.bundles import NamespaceBundles
+from pulsar_lookup_gateway.metadata_store.synthetic import broker_id, broker_node, ownership_node
+from pulsar_lookup_gateway.zones.pairs import Zone
+from pulsar_lookup_gateway.zones.spark import ARROW_SCHEMA
 
 SECTION = "## Zone resolution (Spark)"
 BROKERS = 20
@@ -121,7 +121,7 @@ class SparkResult:
 
 
 def _job_args(work: Path, master: str) -> argparse.Namespace:
-    from zones.cli import build_parser
+    from pulsar_lookup_gateway.zones.cli import build_parser
 
     return build_parser("resolve-zones", master_default=master).parse_args(
         [
@@ -136,12 +136,12 @@ def _job_args(work: Path, master: str) -> argparse.Namespace:
 def _per_pair_job(args: argparse.Namespace) -> int:
     """The job as it ran before the answer table: resolve() for every pair in the Python
     workers (`resolve_zones`), the summary read back from the written Parquet."""
-    from lookup.resolve import ResolvePolicy
-    from metadata_store.snapshot import read_nodes
-    from metadata_store.url import parse_metadata_url
-    from zones.chart import plot_share
-    from zones.pairs import read_zones, write_summary_csv
-    from zones.spark import read_topics, resolve_zones, session, summarize
+    from pulsar_lookup_gateway.lookup.resolve import ResolvePolicy
+    from pulsar_lookup_gateway.metadata_store.snapshot import read_nodes
+    from pulsar_lookup_gateway.metadata_store.url import parse_metadata_url
+    from pulsar_lookup_gateway.zones.chart import plot_share
+    from pulsar_lookup_gateway.zones.pairs import read_zones, write_summary_csv
+    from pulsar_lookup_gateway.zones.spark import read_topics, resolve_zones, session, summarize
 
     zones = read_zones(args.zones)
     nodes = read_nodes(parse_metadata_url(args.metadata))
@@ -161,9 +161,9 @@ def _spark_child(
 ) -> None:
     """Child process (a cold JVM): the SparkSession, then the job; sends a SparkResult.
     `class_archive`: as `resolve-zones --class-archive` (recorded when missing)."""
-    from zones.class_archive import ClassArchive
-    from zones.cli import run
-    from zones.spark import local_session, stop_session
+    from pulsar_lookup_gateway.zones.class_archive import ClassArchive
+    from pulsar_lookup_gateway.zones.cli import run
+    from pulsar_lookup_gateway.zones.spark import local_session, stop_session
 
     archive = ClassArchive.at(class_archive) if class_archive else None
     kind = "cold" if archive is None else "recording" if archive.records else "archive"
@@ -248,12 +248,12 @@ def phases(events: Path) -> dict[str, tuple[float, float]]:
 
 def _serve(snapshot_path: str, conn: Connection) -> None:
     """Child process: the gateway's HTTP app on 127.0.0.1, until the parent says stop."""
-    from http_api.app import build_app
-    from http_api.server import HttpServer
-    from listeners.endpoints import Endpoint, Scheme
-    from listeners.socket_table import SocketSpec
-    from lookup.service import LookupService
-    from metadata_store.file import FileSource
+    from pulsar_lookup_gateway.http_api.app import build_app
+    from pulsar_lookup_gateway.http_api.server import HttpServer
+    from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
+    from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
+    from pulsar_lookup_gateway.lookup.service import LookupService
+    from pulsar_lookup_gateway.metadata_store.file import FileSource
 
     async def serve() -> None:
         source = FileSource(snapshot_path, poll_interval=3600)
@@ -319,9 +319,9 @@ def run_http(work: Path, topics: int, sample: int) -> tuple[float, dict[int, int
 
 def python_cost_us(topics: int = 20_000) -> float:
     """Microseconds per (topic, zone) pair of the per-pair plan's batch work, in this process."""
-    from lookup.resolve import ResolvePolicy
-    from lookup.view import ClusterView
-    from zones.pairs import resolve_pairs
+    from pulsar_lookup_gateway.lookup.resolve import ResolvePolicy
+    from pulsar_lookup_gateway.lookup.view import ClusterView
+    from pulsar_lookup_gateway.zones.pairs import resolve_pairs
 
     view = ClusterView.from_snapshot(snapshot())
     texts = [topic_name(i) for i in range(topics)]
@@ -335,9 +335,9 @@ def python_cost_us(topics: int = 20_000) -> float:
 def table_cost_s() -> tuple[float, int]:
     """Seconds to build the fast plan's answer table on the driver, and its resolve_pairs
     calls (one per bundle and domain), in this process."""
-    from lookup.resolve import ResolvePolicy
-    from lookup.view import ClusterView
-    from zones.answer_table import build_table
+    from pulsar_lookup_gateway.lookup.resolve import ResolvePolicy
+    from pulsar_lookup_gateway.lookup.view import ClusterView
+    from pulsar_lookup_gateway.zones.answer_table import build_table
 
     nodes = snapshot()
     started = time.perf_counter()

@@ -13,24 +13,38 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from console.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from console.table import format_table
-from gateway.logs import FORMATS, LEVEL_ENV, LEVELS, resolve_level
-from gateway.standalone import cmd_standalone
-from gateway.startup import host_problems, load_or_report, serve_config, setup_logging
-from gateway.version import gateway_version
-from listeners.config import GatewayConfig
-from lookup.errors import LookupFailure
-from lookup.protocol_data import PROTOCOL_NAME_RULE, is_protocol_name
-from lookup.resolve import LookupAnswer, ResolvePolicy
-from lookup.service import LookupService
-from lookup.topics import TopicName
-from metadata_store.admin import CONNECT_TIMEOUT, ZooKeeperUnreachable, dump_url, seed_url
-from metadata_store.open import open_source
-from metadata_store.snapshot import SnapshotError, read_snapshot, write_snapshot
-from metadata_store.url import MetadataUrl, parse_metadata_url
-from tls.devcerts import DEFAULT_HOSTS, write_dev_certs
-from zones import cli as zones_cli
+from pulsar_lookup_gateway.console.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from pulsar_lookup_gateway.console.table import format_table
+from pulsar_lookup_gateway.gateway.logs import FORMATS, LEVEL_ENV, LEVELS, resolve_level
+from pulsar_lookup_gateway.gateway.standalone import cmd_standalone
+from pulsar_lookup_gateway.gateway.startup import (
+    host_problems,
+    load_or_report,
+    serve_config,
+    setup_logging,
+)
+from pulsar_lookup_gateway.gateway.version import gateway_version
+from pulsar_lookup_gateway.listeners.config import GatewayConfig
+from pulsar_lookup_gateway.lookup.errors import LookupFailure
+from pulsar_lookup_gateway.lookup.protocol_data import PROTOCOL_NAME_RULE, is_protocol_name
+from pulsar_lookup_gateway.lookup.resolve import LookupAnswer, ResolvePolicy
+from pulsar_lookup_gateway.lookup.service import LookupService
+from pulsar_lookup_gateway.lookup.topics import TopicName
+from pulsar_lookup_gateway.metadata_store.admin import (
+    CONNECT_TIMEOUT,
+    ZooKeeperUnreachable,
+    dump_url,
+    seed_url,
+)
+from pulsar_lookup_gateway.metadata_store.open import open_source
+from pulsar_lookup_gateway.metadata_store.snapshot import (
+    SnapshotError,
+    read_snapshot,
+    write_snapshot,
+)
+from pulsar_lookup_gateway.metadata_store.url import MetadataUrl, parse_metadata_url
+from pulsar_lookup_gateway.tls.devcerts import DEFAULT_HOSTS, write_dev_certs
+from pulsar_lookup_gateway.zones import cli as zones_cli
 
 # configs/ beside the packages (a source checkout or an editable install), else the cwd's.
 _CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -297,7 +311,9 @@ def _quiet_sources() -> Iterator[None]:
     """A one-shot command reports its own outcome (the answer, or one line): the metadata
     source's reconnect warnings, written for a long-running gateway's log, would only repeat
     it once a second. Levels are restored: tests run the command in their own process."""
-    loggers = [logging.getLogger(name) for name in ("kazoo", "metadata_store")]
+    loggers = [
+        logging.getLogger(name) for name in ("kazoo", "pulsar_lookup_gateway.metadata_store")
+    ]
     levels = [logger.level for logger in loggers]
     for logger in loggers:
         logger.setLevel(logging.CRITICAL)
@@ -338,7 +354,7 @@ async def _lookup(
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from gateway.workers import WorkersError, supervise
+    from pulsar_lookup_gateway.gateway.workers import WorkersError, supervise
 
     loaded = load_or_report(args.config)
     if loaded is None:

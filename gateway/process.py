@@ -12,23 +12,23 @@ import signal
 import ssl
 from typing import Any, Protocol
 
-from gateway.logs import ACCESS_LOGGER
-from gateway.version import gateway_version
-from http_api.app import build_app
-from http_api.server import HttpServer
-from listeners.auth import Authenticator
-from listeners.binary_server import BinaryServer, BinarySettings
-from listeners.broker_link import BrokerLink, LinkSettings
-from listeners.config import GatewayConfig
-from listeners.socket_table import SocketSpec
-from lookup.authorization import LookupAuthorizer
-from lookup.log_throttle import LogThrottle
-from lookup.service import LookupService
-from lookup.source import MetadataSource
-from lookup.topic_list import TopicLister
-from metadata_store.open import open_source
-from tls.metrics import TlsMetrics
-from tls.reload import GatewayTls
+from pulsar_lookup_gateway.gateway.logs import ACCESS_LOGGER
+from pulsar_lookup_gateway.gateway.version import gateway_version
+from pulsar_lookup_gateway.http_api.app import build_app
+from pulsar_lookup_gateway.http_api.server import HttpServer
+from pulsar_lookup_gateway.listeners.auth import Authenticator
+from pulsar_lookup_gateway.listeners.binary_server import BinaryServer, BinarySettings
+from pulsar_lookup_gateway.listeners.broker_link import BrokerLink, LinkSettings
+from pulsar_lookup_gateway.listeners.config import GatewayConfig
+from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
+from pulsar_lookup_gateway.lookup.authorization import LookupAuthorizer
+from pulsar_lookup_gateway.lookup.log_throttle import LogThrottle
+from pulsar_lookup_gateway.lookup.service import LookupService
+from pulsar_lookup_gateway.lookup.source import MetadataSource
+from pulsar_lookup_gateway.lookup.topic_list import TopicLister
+from pulsar_lookup_gateway.metadata_store.open import open_source
+from pulsar_lookup_gateway.tls.metrics import TlsMetrics
+from pulsar_lookup_gateway.tls.reload import GatewayTls
 
 log = logging.getLogger(__name__)
 

@@ -10,14 +10,17 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from console.exit_codes import EXIT_FAILED, EXIT_USAGE
-from gateway.startup import load_or_report, serve_config, setup_logging
-from listeners.config import GatewayConfig
-from listeners.endpoints import Endpoint
-from metadata_store.admin import connected, seed
-from metadata_store.embedded_zookeeper import EmbeddedZooKeeper, ZooKeeperUnavailable
-from metadata_store.snapshot import SnapshotError, read_snapshot
-from tls.devcerts import standalone_tls_env
+from pulsar_lookup_gateway.console.exit_codes import EXIT_FAILED, EXIT_USAGE
+from pulsar_lookup_gateway.gateway.startup import load_or_report, serve_config, setup_logging
+from pulsar_lookup_gateway.listeners.config import GatewayConfig
+from pulsar_lookup_gateway.listeners.endpoints import Endpoint
+from pulsar_lookup_gateway.metadata_store.admin import connected, seed
+from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import (
+    EmbeddedZooKeeper,
+    ZooKeeperUnavailable,
+)
+from pulsar_lookup_gateway.metadata_store.snapshot import SnapshotError, read_snapshot
+from pulsar_lookup_gateway.tls.devcerts import standalone_tls_env
 
 PROG = "pulsar-lookup-gateway"
 MAX_PORT = 65535

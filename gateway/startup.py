@@ -14,14 +14,24 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from console.exit_codes import EXIT_FAILED, EXIT_OK
-from gateway.logs import ACCESS_LOGGER, JsonFormatter, resolve_level, text_formatter
-from listeners.auth import AuthConfigError, Authenticator
-from listeners.config import ConfigError, GatewayConfig, LoadedConfig, load_config
-from listeners.socket_table import SocketSpec
-from metadata_store.snapshot import SnapshotError, read_snapshot
-from tls.errors import TlsConfigError
-from tls.reload import ListenerTls
+from pulsar_lookup_gateway.console.exit_codes import EXIT_FAILED, EXIT_OK
+from pulsar_lookup_gateway.gateway.logs import (
+    ACCESS_LOGGER,
+    JsonFormatter,
+    resolve_level,
+    text_formatter,
+)
+from pulsar_lookup_gateway.listeners.auth import AuthConfigError, Authenticator
+from pulsar_lookup_gateway.listeners.config import (
+    ConfigError,
+    GatewayConfig,
+    LoadedConfig,
+    load_config,
+)
+from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
+from pulsar_lookup_gateway.metadata_store.snapshot import SnapshotError, read_snapshot
+from pulsar_lookup_gateway.tls.errors import TlsConfigError
+from pulsar_lookup_gateway.tls.reload import ListenerTls
 
 
 def setup_logging(
@@ -77,14 +87,14 @@ def serve_config(
 ) -> int:
     """Run a gateway until a signal stops it. `access_log`: None, as setup_logging() set it."""
     # The servers load here, not when a command that serves nothing starts.
-    from gateway.process import Gateway, serve
+    from pulsar_lookup_gateway.gateway.process import Gateway, serve
 
     if access_log is None:
         access_log = access_log_enabled()
     try:
         asyncio.run(serve(Gateway(config, reuse_port=reuse_port, access_log=access_log)))
     except (TlsConfigError, AuthConfigError, SnapshotError, OSError) as exc:
-        logging.getLogger("gateway.process").error("cannot start: %s", exc)
+        logging.getLogger("pulsar_lookup_gateway.gateway.process").error("cannot start: %s", exc)
         return EXIT_FAILED
     return EXIT_OK
 

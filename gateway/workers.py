@@ -31,8 +31,8 @@ from types import FrameType
 from prometheus_client import Counter, values
 from prometheus_client.multiprocess import mark_process_dead
 
-from listeners.config import GatewayConfig
-from lookup.metrics import WORKER_RESTARTS, WORKER_RESTARTS_HELP
+from pulsar_lookup_gateway.listeners.config import GatewayConfig
+from pulsar_lookup_gateway.lookup.metrics import WORKER_RESTARTS, WORKER_RESTARTS_HELP
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,14 @@ def _supervise(
     env = {**os.environ, MULTIPROC_ENV: str(metrics)}
 
     def spawn(index: int) -> subprocess.Popen[bytes]:
-        command = [sys.executable, "-m", "gateway.cli", "run", "--config", str(config_path)]
+        command = [
+            sys.executable,
+            "-m",
+            "pulsar_lookup_gateway",
+            "run",
+            "--config",
+            str(config_path),
+        ]
         return subprocess.Popen([*command, "--worker", str(index), *worker_args], env=env)
 
     def stop(signum: int, _frame: FrameType | None) -> None:

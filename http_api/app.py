@@ -36,12 +36,16 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from http_api.errors import broker_error_response, failure_response, json_error
-from http_api.openapi import OPENAPI
-from http_api.protocols import ProtocolLookups
-from http_api.schemas import schema_json, version_bytes
-from http_api.server import client_of
-from listeners.auth import (
+from pulsar_lookup_gateway.http_api.errors import (
+    broker_error_response,
+    failure_response,
+    json_error,
+)
+from pulsar_lookup_gateway.http_api.openapi import OPENAPI
+from pulsar_lookup_gateway.http_api.protocols import ProtocolLookups
+from pulsar_lookup_gateway.http_api.schemas import schema_json, version_bytes
+from pulsar_lookup_gateway.http_api.server import client_of
+from pulsar_lookup_gateway.listeners.auth import (
     AuthenticationFailed,
     Authenticator,
     Credentials,
@@ -49,20 +53,25 @@ from listeners.auth import (
     not_authenticated,
     verified_peer_certificate,
 )
-from listeners.broker_link import ANONYMOUS, BrokerLink, Principal
-from listeners.client_origin import AddressSource, ClientOrigin
-from listeners.forwarded import forwarded_for
-from listeners.protocol.codec import BaseCommand
-from listeners.protocol.pulsar_api_pb2 import CommandGetTopicsOfNamespace
-from lookup.auto_creation import Partitions, TopicNotFound, topic_not_found
-from lookup.errors import FailureKind, LookupFailure
-from lookup.networks import NetworkTable, parse_address
-from lookup.protocol_data import PROTOCOL_NAME_RULE, is_protocol_name
-from lookup.resolve import BrokerUrls, LookupAnswer, ResponseKind
-from lookup.selection import LISTENER_NAME_RULE, ChoiceSource, ListenerChoice, is_listener_name
-from lookup.service import LookupService
-from lookup.topics import TopicName
-from lookup.untrusted import printable
+from pulsar_lookup_gateway.listeners.broker_link import ANONYMOUS, BrokerLink, Principal
+from pulsar_lookup_gateway.listeners.client_origin import AddressSource, ClientOrigin
+from pulsar_lookup_gateway.listeners.forwarded import forwarded_for
+from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand
+from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import CommandGetTopicsOfNamespace
+from pulsar_lookup_gateway.lookup.auto_creation import Partitions, TopicNotFound, topic_not_found
+from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
+from pulsar_lookup_gateway.lookup.networks import NetworkTable, parse_address
+from pulsar_lookup_gateway.lookup.protocol_data import PROTOCOL_NAME_RULE, is_protocol_name
+from pulsar_lookup_gateway.lookup.resolve import BrokerUrls, LookupAnswer, ResponseKind
+from pulsar_lookup_gateway.lookup.selection import (
+    LISTENER_NAME_RULE,
+    ChoiceSource,
+    ListenerChoice,
+    is_listener_name,
+)
+from pulsar_lookup_gateway.lookup.service import LookupService
+from pulsar_lookup_gateway.lookup.topics import TopicName
+from pulsar_lookup_gateway.lookup.untrusted import printable
 
 LISTENER_HEADER = "X-Pulsar-ListenerName"
 AUTH_METHOD_HEADER = "X-Pulsar-Auth-Method-Name"  # Pulsar's: names the provider to use

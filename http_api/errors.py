@@ -7,8 +7,8 @@ from types import MappingProxyType
 
 from aiohttp import web
 
-from lookup.errors import FailureKind, LookupFailure, ServerError
-from lookup.untrusted import printable
+from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure, ServerError
+from pulsar_lookup_gateway.lookup.untrusted import printable
 
 # PIP-95: an unknown listener is the client's mistake (400), not the broker's (stable Pulsar
 # answers 500 by accident). Retriable conditions are 503, so clients and proxies retry them.

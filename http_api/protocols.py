@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import asyncio
 
-from listeners.broker_link import ANONYMOUS, BrokerLink, Principal
-from listeners.protocol.codec import BaseCommand
-from lookup.errors import FailureKind, LookupFailure
-from lookup.protocol_data import ProtocolAnswer
-from lookup.selection import ListenerChoice
-from lookup.service import LookupService
-from lookup.topics import TopicName
-from lookup.untrusted import printable
+from pulsar_lookup_gateway.listeners.broker_link import ANONYMOUS, BrokerLink, Principal
+from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand
+from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
+from pulsar_lookup_gateway.lookup.protocol_data import ProtocolAnswer
+from pulsar_lookup_gateway.lookup.selection import ListenerChoice
+from pulsar_lookup_gateway.lookup.service import LookupService
+from pulsar_lookup_gateway.lookup.topics import TopicName
+from pulsar_lookup_gateway.lookup.untrusted import printable
 
 OWNERSHIP_WAIT = 2.0  # seconds a request waits for a bundle it had a broker take
 VIEW_POLL = 0.02  # seconds between looks at the view while waiting

@@ -15,7 +15,7 @@ import json
 import struct
 from typing import Any
 
-from listeners.protocol.pulsar_api_pb2 import CommandGetSchemaResponse, Schema
+from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import CommandGetSchemaResponse, Schema
 
 __all__ = ["schema_json", "version_bytes"]
 

@@ -21,15 +21,20 @@ from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 from aiohttp.web_response import StreamResponse
 
-from http_api.errors import json_error
-from listeners.client_origin import ClientOrigin
-from listeners.endpoints import Scheme
-from listeners.proxied_accept import ProxiedAcceptor
-from listeners.socket_table import BACKLOG, BoundSocket, SocketSpec, bind_listening
-from lookup.log_throttle import LogThrottle
-from lookup.metrics import LookupMetrics
-from lookup.networks import NetworkTable
-from tls.server_names import server_name_of
+from pulsar_lookup_gateway.http_api.errors import json_error
+from pulsar_lookup_gateway.listeners.client_origin import ClientOrigin
+from pulsar_lookup_gateway.listeners.endpoints import Scheme
+from pulsar_lookup_gateway.listeners.proxied_accept import ProxiedAcceptor
+from pulsar_lookup_gateway.listeners.socket_table import (
+    BACKLOG,
+    BoundSocket,
+    SocketSpec,
+    bind_listening,
+)
+from pulsar_lookup_gateway.lookup.log_throttle import LogThrottle
+from pulsar_lookup_gateway.lookup.metrics import LookupMetrics
+from pulsar_lookup_gateway.lookup.networks import NetworkTable
+from pulsar_lookup_gateway.tls.server_names import server_name_of
 
 log = logging.getLogger(__name__)
 

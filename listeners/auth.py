@@ -45,16 +45,16 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import NameOID
 from prometheus_client import CollectorRegistry, Counter
 
-from listeners.config import (
+from pulsar_lookup_gateway.listeners.config import (
     SECRET_KEY_ALGORITHM,
     TLS_PROVIDER,
     TOKEN_PROVIDER,
     GatewayConfig,
     parse_key_url,
 )
-from lookup.errors import FailureKind, LookupFailure
-from lookup.selection import ChoiceSource, ListenerChoice
-from lookup.untrusted import printable
+from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
+from pulsar_lookup_gateway.lookup.selection import ChoiceSource, ListenerChoice
+from pulsar_lookup_gateway.lookup.untrusted import printable
 
 __all__ = [
     "AuthConfigError",

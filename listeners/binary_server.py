@@ -53,19 +53,24 @@ from typing import Any, TypeVar, cast
 
 from google.protobuf.unknown_fields import UnknownFieldSet
 
-from listeners.auth import (
+from pulsar_lookup_gateway.listeners.auth import (
     AuthenticationFailed,
     Authenticator,
     Credentials,
     Identity,
     verified_peer_certificate,
 )
-from listeners.broker_link import ANONYMOUS, BrokerLink, Principal, relay
-from listeners.client_origin import ClientOrigin
-from listeners.config import GatewayConfig
-from listeners.lookup_memo import AnswerTemplate, LookupMemo, answer_run, split_lookup
-from listeners.protocol import codec, wire
-from listeners.protocol.codec import (
+from pulsar_lookup_gateway.listeners.broker_link import ANONYMOUS, BrokerLink, Principal, relay
+from pulsar_lookup_gateway.listeners.client_origin import ClientOrigin
+from pulsar_lookup_gateway.listeners.config import GatewayConfig
+from pulsar_lookup_gateway.listeners.lookup_memo import (
+    AnswerTemplate,
+    LookupMemo,
+    answer_run,
+    split_lookup,
+)
+from pulsar_lookup_gateway.listeners.protocol import codec, wire
+from pulsar_lookup_gateway.listeners.protocol.codec import (
     DEFAULT_MAX_FRAME_SIZE,
     BaseCommand,
     Command,
@@ -75,20 +80,28 @@ from listeners.protocol.codec import (
     RemoteProtocolError,
     UnknownCommand,
 )
-from listeners.protocol.pulsar_api_pb2 import CommandGetSchema, CommandGetTopicsOfNamespace
-from listeners.proxied_accept import ProxiedAcceptor
-from listeners.socket_table import BACKLOG, BoundSocket, SocketSpec, bind_listening
-from lookup.auto_creation import Partitions, TopicNotFound, topic_not_found
-from lookup.errors import FailureKind, LookupFailure
-from lookup.errors import ServerError as LookupServerError
-from lookup.log_throttle import LogThrottle
-from lookup.networks import NetworkTable
-from lookup.resolve import LookupAnswer, ResponseKind
-from lookup.selection import ListenerChoice
-from lookup.service import LookupService
-from lookup.service import log as service_log
-from lookup.topics import TopicName
-from tls.server_names import server_name_of
+from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import (
+    CommandGetSchema,
+    CommandGetTopicsOfNamespace,
+)
+from pulsar_lookup_gateway.listeners.proxied_accept import ProxiedAcceptor
+from pulsar_lookup_gateway.listeners.socket_table import (
+    BACKLOG,
+    BoundSocket,
+    SocketSpec,
+    bind_listening,
+)
+from pulsar_lookup_gateway.lookup.auto_creation import Partitions, TopicNotFound, topic_not_found
+from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
+from pulsar_lookup_gateway.lookup.errors import ServerError as LookupServerError
+from pulsar_lookup_gateway.lookup.log_throttle import LogThrottle
+from pulsar_lookup_gateway.lookup.networks import NetworkTable
+from pulsar_lookup_gateway.lookup.resolve import LookupAnswer, ResponseKind
+from pulsar_lookup_gateway.lookup.selection import ListenerChoice
+from pulsar_lookup_gateway.lookup.service import LookupService
+from pulsar_lookup_gateway.lookup.service import log as service_log
+from pulsar_lookup_gateway.lookup.topics import TopicName
+from pulsar_lookup_gateway.tls.server_names import server_name_of
 
 __all__ = ["PROTOCOL_VERSION", "SERVER_VERSION", "BinaryServer", "BinarySettings"]
 

@@ -53,14 +53,19 @@ from urllib.parse import unquote, urlsplit
 
 from google.protobuf.descriptor import FieldDescriptor
 
-from listeners.config import TOKEN_PROVIDER, GatewayConfig
-from listeners.protocol import codec
-from listeners.protocol.codec import BaseCommand, FeatureFlags, FrameDecoder, RemoteProtocolError
-from listeners.protocol.pulsar_api_pb2 import CommandGetTopicsOfNamespace
-from lookup.errors import FailureKind, LookupFailure, NodeNotLoaded
-from lookup.model import BrokerData
-from lookup.service import LookupService
-from lookup.view import BrokerRegistry
+from pulsar_lookup_gateway.listeners.config import TOKEN_PROVIDER, GatewayConfig
+from pulsar_lookup_gateway.listeners.protocol import codec
+from pulsar_lookup_gateway.listeners.protocol.codec import (
+    BaseCommand,
+    FeatureFlags,
+    FrameDecoder,
+    RemoteProtocolError,
+)
+from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import CommandGetTopicsOfNamespace
+from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure, NodeNotLoaded
+from pulsar_lookup_gateway.lookup.model import BrokerData
+from pulsar_lookup_gateway.lookup.service import LookupService
+from pulsar_lookup_gateway.lookup.view import BrokerRegistry
 
 __all__ = [
     "FORWARD_TIMEOUT",

@@ -27,21 +27,21 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel, to_snake
 
-from listeners.conf_file import RawConfig, closest_key, read_config_file
-from listeners.endpoints import (
+from pulsar_lookup_gateway.listeners.conf_file import RawConfig, closest_key, read_config_file
+from pulsar_lookup_gateway.listeners.endpoints import (
     AdvertisedListener,
     BindAddress,
     parse_advertised_listeners,
     parse_bind_addresses,
 )
-from listeners.socket_table import SocketSpec, plan_sockets, socket_conflicts
-from lookup.auto_creation import AutoCreationSettings, TopicType
-from lookup.networks import NetworkTable, parse_cidr
-from lookup.resolve import ResolvePolicy
-from lookup.selection import ClientRoutes, RoutesError
-from lookup.topic_list import DEFAULT_PATTERN_MAX_LENGTH
-from metadata_store.url import MetadataUrl, parse_metadata_url
-from tls.settings import TLS_KEYS, TlsSettings
+from pulsar_lookup_gateway.listeners.socket_table import SocketSpec, plan_sockets, socket_conflicts
+from pulsar_lookup_gateway.lookup.auto_creation import AutoCreationSettings, TopicType
+from pulsar_lookup_gateway.lookup.networks import NetworkTable, parse_cidr
+from pulsar_lookup_gateway.lookup.resolve import ResolvePolicy
+from pulsar_lookup_gateway.lookup.selection import ClientRoutes, RoutesError
+from pulsar_lookup_gateway.lookup.topic_list import DEFAULT_PATTERN_MAX_LENGTH
+from pulsar_lookup_gateway.metadata_store.url import MetadataUrl, parse_metadata_url
+from pulsar_lookup_gateway.tls.settings import TLS_KEYS, TlsSettings
 
 
 def _blank_is_none(value: Any) -> Any:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from urllib.parse import urlsplit
 
-from lookup.selection import LISTENER_NAME_RULE, is_listener_name
+from pulsar_lookup_gateway.lookup.selection import LISTENER_NAME_RULE, is_listener_name
 
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from lookup.networks import Address, NetworkTable, parse_address
+from pulsar_lookup_gateway.lookup.networks import Address, NetworkTable, parse_address
 
 
 def forwarded_for(

@@ -23,8 +23,8 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from listeners.protocol.pulsar_api_pb2 import BaseCommand
-from listeners.protocol.wire import encode_varint
+from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import BaseCommand
+from pulsar_lookup_gateway.listeners.protocol.wire import encode_varint
 
 #: BaseCommand field 1 (type) = LOOKUP (23), then field 23 (lookupTopic), length-delimited.
 LOOKUP_HEAD = b"\x08\x17\xba\x01"

@@ -19,10 +19,15 @@ import socket
 import ssl
 from collections.abc import Callable
 
-from listeners.client_origin import AddressSource, ClientOrigin
-from listeners.proxy_protocol import ProxyHeader, ProxyProtocolError, limit, parse
-from lookup.log_throttle import LogThrottle
-from lookup.networks import NetworkTable, parse_address
+from pulsar_lookup_gateway.listeners.client_origin import AddressSource, ClientOrigin
+from pulsar_lookup_gateway.listeners.proxy_protocol import (
+    ProxyHeader,
+    ProxyProtocolError,
+    limit,
+    parse,
+)
+from pulsar_lookup_gateway.lookup.log_throttle import LogThrottle
+from pulsar_lookup_gateway.lookup.networks import NetworkTable, parse_address
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ import socket
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from listeners.endpoints import WILDCARD_HOSTS, BindAddress, Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.endpoints import WILDCARD_HOSTS, BindAddress, Endpoint, Scheme
 
 LEGACY_PORT_KEYS: tuple[tuple[str, Scheme], ...] = (
     ("brokerServicePort", Scheme.PULSAR),

@@ -27,10 +27,10 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
-from lookup.errors import FailureKind, LookupFailure
-from lookup.model import AuthPolicies, NamespacePolicies, TenantInfo
-from lookup.topics import NamespaceName, TopicName
-from lookup.view import ClusterView
+from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
+from pulsar_lookup_gateway.lookup.model import AuthPolicies, NamespacePolicies, TenantInfo
+from pulsar_lookup_gateway.lookup.topics import NamespaceName, TopicName
+from pulsar_lookup_gateway.lookup.view import ClusterView
 
 __all__ = [
     "LIST_ACTIONS",

@@ -37,12 +37,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from lookup.errors import FailureKind, LookupFailure, MalformedNode
-from lookup.model import policies_path
-from lookup.resolve import ResolvePolicy, resolve_partitions
-from lookup.topic_list import MANAGED_LEDGERS_ROOT, is_system_topic
-from lookup.topics import NamespaceName, TopicDomain, TopicName
-from lookup.view import ClusterView
+from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure, MalformedNode
+from pulsar_lookup_gateway.lookup.model import policies_path
+from pulsar_lookup_gateway.lookup.resolve import ResolvePolicy, resolve_partitions
+from pulsar_lookup_gateway.lookup.topic_list import MANAGED_LEDGERS_ROOT, is_system_topic
+from pulsar_lookup_gateway.lookup.topics import NamespaceName, TopicDomain, TopicName
+from pulsar_lookup_gateway.lookup.view import ClusterView
 
 __all__ = [
     "AskBroker",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import Enum, IntEnum
 
-from lookup.untrusted import printable
+from pulsar_lookup_gateway.lookup.untrusted import printable
 
 
 class ServerError(IntEnum):

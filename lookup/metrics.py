@@ -24,7 +24,7 @@ from prometheus_client import (
     values,
 )
 
-from lookup.source import SourceStatus
+from pulsar_lookup_gateway.lookup.source import SourceStatus
 
 # No `_created` series: they double the exposition and nothing here needs them. The switch is
 # process-wide and read at collection time, and every process that serves /metrics imports this.

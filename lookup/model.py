@@ -14,9 +14,9 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
-from lookup.bundles import NamespaceBundles
-from lookup.errors import MalformedNode
-from lookup.topics import NamespaceName, TopicName
+from pulsar_lookup_gateway.lookup.bundles import NamespaceBundles
+from pulsar_lookup_gateway.lookup.errors import MalformedNode
+from pulsar_lookup_gateway.lookup.topics import NamespaceName, TopicName
 
 BROKERS_ROOT = "/loadbalance/brokers"
 LEADER_PATH = "/loadbalance/leader"

@@ -40,14 +40,19 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from functools import lru_cache
 
-from lookup.bundles import BundleRange
-from lookup.errors import FailureKind, LookupFailure
-from lookup.model import BrokerData
-from lookup.resolve import ResolvePolicy, ResponseKind, registered_owner, resolve
-from lookup.selection import LISTENER_NAME, ChoiceSource, ListenerChoice
-from lookup.topics import TopicName
-from lookup.untrusted import printable
-from lookup.view import ClusterView
+from pulsar_lookup_gateway.lookup.bundles import BundleRange
+from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
+from pulsar_lookup_gateway.lookup.model import BrokerData
+from pulsar_lookup_gateway.lookup.resolve import (
+    ResolvePolicy,
+    ResponseKind,
+    registered_owner,
+    resolve,
+)
+from pulsar_lookup_gateway.lookup.selection import LISTENER_NAME, ChoiceSource, ListenerChoice
+from pulsar_lookup_gateway.lookup.topics import TopicName
+from pulsar_lookup_gateway.lookup.untrusted import printable
+from pulsar_lookup_gateway.lookup.view import ClusterView
 
 #: A protocol handler's name as a client may ask for it (Pulsar's handlers: kafka, mqtt, amqp,
 #: grpc, ...): letters, digits and `_.+-`, at most 64 characters.

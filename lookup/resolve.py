@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from lookup.bundles import BundleRange, topic_hash
-from lookup.errors import FailureKind, LookupFailure, MalformedNode
-from lookup.model import (
+from pulsar_lookup_gateway.lookup.bundles import BundleRange, topic_hash
+from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure, MalformedNode
+from pulsar_lookup_gateway.lookup.model import (
     BrokerData,
     ClusterData,
     ListenerUrls,
@@ -25,9 +25,9 @@ from lookup.model import (
     ownership_path,
     service_unit_state_path,
 )
-from lookup.selection import ListenerChoice
-from lookup.topics import NamespaceName, TopicDomain, TopicName
-from lookup.view import BrokerRegistry, ClusterView
+from pulsar_lookup_gateway.lookup.selection import ListenerChoice
+from pulsar_lookup_gateway.lookup.topics import NamespaceName, TopicDomain, TopicName
+from pulsar_lookup_gateway.lookup.view import BrokerRegistry, ClusterView
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from lookup.networks import Address, NetworkTable, parse_address, parse_cidr
+from pulsar_lookup_gateway.lookup.networks import Address, NetworkTable, parse_address, parse_cidr
 
 #: A listener name: letters, digits, '_' and '-' (the characters Pulsar's broker accepts in
 #: advertisedListeners), at most 128 of them. The config, the HTTP listenerName query and the

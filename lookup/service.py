@@ -16,20 +16,20 @@ import time
 from collections.abc import Callable, Collection
 from typing import TypeVar
 
-from lookup.authorization import LookupAuthorizer
-from lookup.auto_creation import (
+from pulsar_lookup_gateway.lookup.authorization import LookupAuthorizer
+from pulsar_lookup_gateway.lookup.auto_creation import (
     AutoCreationSettings,
     Decision,
     decide_partitions,
     lookup_allowed,
     topic_not_found,
 )
-from lookup.bundles import BundleRange
-from lookup.errors import FailureKind, LookupFailure, NodeNotLoaded
-from lookup.log_throttle import LogThrottle
-from lookup.metrics import LookupMetrics, LookupTally
-from lookup.protocol_data import ProtocolAnswer, resolve_protocol
-from lookup.resolve import (
+from pulsar_lookup_gateway.lookup.bundles import BundleRange
+from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure, NodeNotLoaded
+from pulsar_lookup_gateway.lookup.log_throttle import LogThrottle
+from pulsar_lookup_gateway.lookup.metrics import LookupMetrics, LookupTally
+from pulsar_lookup_gateway.lookup.protocol_data import ProtocolAnswer, resolve_protocol
+from pulsar_lookup_gateway.lookup.resolve import (
     LookupAnswer,
     ResolvePolicy,
     ResponseKind,
@@ -37,12 +37,17 @@ from lookup.resolve import (
     resolve,
     resolve_partitions,
 )
-from lookup.selection import NO_ROUTES, ClientRoutes, ListenerChoice, choose_listener
-from lookup.source import MetadataSource
-from lookup.topic_list import TopicLister, TopicListing, parse_namespace
-from lookup.topics import NamespaceName, TopicName
-from lookup.untrusted import printable
-from lookup.view import ClusterView
+from pulsar_lookup_gateway.lookup.selection import (
+    NO_ROUTES,
+    ClientRoutes,
+    ListenerChoice,
+    choose_listener,
+)
+from pulsar_lookup_gateway.lookup.source import MetadataSource
+from pulsar_lookup_gateway.lookup.topic_list import TopicLister, TopicListing, parse_namespace
+from pulsar_lookup_gateway.lookup.topics import NamespaceName, TopicName
+from pulsar_lookup_gateway.lookup.untrusted import printable
+from pulsar_lookup_gateway.lookup.view import ClusterView
 
 log = logging.getLogger(__name__)
 TOPIC_IN_LOG = 200  # characters of a topic name in a log line

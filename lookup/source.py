@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from lookup.view import ClusterView
+from pulsar_lookup_gateway.lookup.view import ClusterView
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,10 +38,10 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import unquote_plus
 
-from lookup.errors import FailureKind, InvalidTopicName, LookupFailure
-from lookup.topics import NamespaceName, TopicDomain, TopicName
-from lookup.untrusted import printable
-from lookup.view import ClusterView
+from pulsar_lookup_gateway.lookup.errors import FailureKind, InvalidTopicName, LookupFailure
+from pulsar_lookup_gateway.lookup.topics import NamespaceName, TopicDomain, TopicName
+from pulsar_lookup_gateway.lookup.untrusted import printable
+from pulsar_lookup_gateway.lookup.view import ClusterView
 
 with warnings.catch_warnings():  # deprecated as a public name, still the parser `re` uses
     warnings.simplefilter("ignore", DeprecationWarning)

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from urllib.parse import quote_plus, unquote_plus
 
-from lookup.errors import InvalidTopicName
-from lookup.untrusted import printable
+from pulsar_lookup_gateway.lookup.errors import InvalidTopicName
+from pulsar_lookup_gateway.lookup.untrusted import printable
 
 PARTITION_SUFFIX = "-partition-"
 DEFAULT_TENANT = "public"

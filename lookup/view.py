@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-from lookup.bundles import NamespaceBundles
-from lookup.errors import MalformedNode, NodeNotLoaded
-from lookup.model import (
+from pulsar_lookup_gateway.lookup.bundles import NamespaceBundles
+from pulsar_lookup_gateway.lookup.errors import MalformedNode, NodeNotLoaded
+from pulsar_lookup_gateway.lookup.model import (
     BROKERS_ROOT,
     LEADER_PATH,
     SERVICE_UNIT_STATE_ROOT,
@@ -49,7 +49,7 @@ from lookup.model import (
     service_unit_state_path,
     tenant_path,
 )
-from lookup.topics import NamespaceName, TopicName
+from pulsar_lookup_gateway.lookup.topics import NamespaceName, TopicName
 
 T = TypeVar("T")
 _BUNDLES_KEY = "#bundles"  # parse-cache key of a policies node's NamespaceBundles

@@ -23,7 +23,7 @@ from kazoo.exceptions import (
 )
 from kazoo.handlers.threading import AsyncResult, KazooTimeoutError
 
-from lookup.model import (
+from pulsar_lookup_gateway.lookup.model import (
     BROKERS_ROOT,
     CLUSTERS_ROOT,
     LEADER_PATH,
@@ -33,11 +33,11 @@ from lookup.model import (
     POLICIES_ROOT,
     SERVICE_UNIT_STATE_ROOT,
 )
-from lookup.topic_list import MANAGED_LEDGERS_ROOT
-from metadata_store.url import MetadataUrl
+from pulsar_lookup_gateway.lookup.topic_list import MANAGED_LEDGERS_ROOT
+from pulsar_lookup_gateway.metadata_store.url import MetadataUrl
 
 log = logging.getLogger(__name__)
-_QUIET = logging.getLogger("metadata_store.admin.kazoo")
+_QUIET = logging.getLogger(f"{__name__}.kazoo")
 _QUIET.setLevel(logging.ERROR)
 
 # The subtrees the gateway reads; `dump` writes exactly these.

@@ -8,9 +8,9 @@ import logging
 import os
 from pathlib import Path
 
-from lookup.source import SourceStatus
-from lookup.view import ClusterView
-from metadata_store.snapshot import SnapshotError, read_snapshot
+from pulsar_lookup_gateway.lookup.source import SourceStatus
+from pulsar_lookup_gateway.lookup.view import ClusterView
+from pulsar_lookup_gateway.metadata_store.snapshot import SnapshotError, read_snapshot
 
 log = logging.getLogger(__name__)
 

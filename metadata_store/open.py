@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from lookup.source import MetadataSource
-from metadata_store.file import FileSource
-from metadata_store.split import SplitSource
-from metadata_store.url import MetadataUrl
-from metadata_store.zookeeper import WARM_PATHS, ZooKeeperSource
+from pulsar_lookup_gateway.lookup.source import MetadataSource
+from pulsar_lookup_gateway.metadata_store.file import FileSource
+from pulsar_lookup_gateway.metadata_store.split import SplitSource
+from pulsar_lookup_gateway.metadata_store.url import MetadataUrl
+from pulsar_lookup_gateway.metadata_store.zookeeper import WARM_PATHS, ZooKeeperSource
 
 
 def open_source(

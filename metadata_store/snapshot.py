@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from metadata_store.url import MetadataUrl
+from pulsar_lookup_gateway.metadata_store.url import MetadataUrl
 
 
 class SnapshotError(Exception):
@@ -56,6 +56,6 @@ def read_nodes(url: MetadataUrl) -> dict[str, Any]:
     """One consistent snapshot of the metadata: the snapshot file, or a dump of ZooKeeper."""
     if url.kind == "file":
         return read_snapshot(url.path)
-    from metadata_store.admin import dump_url  # kazoo loads for zk: only
+    from pulsar_lookup_gateway.metadata_store.admin import dump_url  # kazoo loads for zk: only
 
     return dump_url(url)  # ZooKeeperUnreachable within a few seconds when it does not answer

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import asyncio
 
-from lookup.model import is_configuration_path
-from lookup.source import MetadataSource, SourceStatus
-from lookup.view import ClusterView, SplitView
+from pulsar_lookup_gateway.lookup.model import is_configuration_path
+from pulsar_lookup_gateway.lookup.source import MetadataSource, SourceStatus
+from pulsar_lookup_gateway.lookup.view import ClusterView, SplitView
 
 
 class SplitSource:

@@ -83,7 +83,7 @@ def cluster(
 
 def topic_in_range(lower: int, upper: int, *, namespace: str = "public/default") -> str:
     """The first `t<n>` topic of the namespace whose bundle hash lies in [lower, upper)."""
-    from lookup.bundles import topic_hash
+    from pulsar_lookup_gateway.lookup.bundles import topic_hash
 
     for n in range(1_000_000):
         name = f"persistent://{namespace}/t{n}"

@@ -23,11 +23,11 @@ from kazoo.handlers.threading import AsyncResult
 from kazoo.protocol.states import WatchedEvent
 from kazoo.retry import KazooRetry
 
-from lookup.errors import FailureKind, LookupFailure, NodeNotLoaded
-from lookup.model import BROKERS_ROOT, LEADER_PATH
-from lookup.source import SourceStatus
-from lookup.view import ClusterView
-from metadata_store.url import MetadataUrl
+from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure, NodeNotLoaded
+from pulsar_lookup_gateway.lookup.model import BROKERS_ROOT, LEADER_PATH
+from pulsar_lookup_gateway.lookup.source import SourceStatus
+from pulsar_lookup_gateway.lookup.view import ClusterView
+from pulsar_lookup_gateway.metadata_store.url import MetadataUrl
 
 log = logging.getLogger(__name__)
 

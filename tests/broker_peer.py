@@ -34,8 +34,8 @@ from google.protobuf.unknown_fields import UnknownFieldSet
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError
 
-from listeners.protocol import codec
-from listeners.protocol.codec import (
+from pulsar_lookup_gateway.listeners.protocol import codec
+from pulsar_lookup_gateway.listeners.protocol.codec import (
     BaseCommand,
     Command,
     FeatureFlags,
@@ -43,17 +43,17 @@ from listeners.protocol.codec import (
     Schema,
     UnknownCommand,
 )
-from listeners.protocol.pulsar_api_pb2 import CommandLookupTopicResponse
-from listeners.protocol.wire import bytes_field, read_fields, varint_field
-from lookup.bundles import NamespaceBundles, topic_hash
-from lookup.model import (
+from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import CommandLookupTopicResponse
+from pulsar_lookup_gateway.listeners.protocol.wire import bytes_field, read_fields, varint_field
+from pulsar_lookup_gateway.lookup.bundles import NamespaceBundles, topic_hash
+from pulsar_lookup_gateway.lookup.model import (
     decode_json,
     local_policies_path,
     ownership_path,
     parse_policies,
     policies_path,
 )
-from lookup.topics import TopicName
+from pulsar_lookup_gateway.lookup.topics import TopicName
 
 PEER_PROTOCOL_VERSION = 21
 DEFAULT_WAIT = 10.0

@@ -12,8 +12,11 @@ import pytest
 from hypothesis import settings
 from kazoo.client import KazooClient
 
-from metadata_store.admin import connected
-from metadata_store.embedded_zookeeper import EmbeddedZooKeeper, ZooKeeperUnavailable
+from pulsar_lookup_gateway.metadata_store.admin import connected
+from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import (
+    EmbeddedZooKeeper,
+    ZooKeeperUnavailable,
+)
 
 # CI machines are small and shared: no deadlines, a bounded number of examples.
 settings.register_profile("ci", deadline=None, max_examples=200)
@@ -52,7 +55,7 @@ def zk_admin(zookeeper: EmbeddedZooKeeper, zk_chroot: str) -> Iterator[KazooClie
 def spark() -> Iterator[Any]:
     """One local[2] SparkSession for every test that needs one (a JVM start is seconds);
     pyspark is imported only by the tests that ask for it."""
-    from zones.spark import local_session
+    from pulsar_lookup_gateway.zones.spark import local_session
 
     session = local_session(
         "local[2]",

@@ -5,9 +5,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 
-from gateway.process import Gateway
-from listeners.conf_file import parse_properties
-from listeners.config import GatewayConfig, validate_raw
+from pulsar_lookup_gateway.gateway.process import Gateway
+from pulsar_lookup_gateway.listeners.conf_file import parse_properties
+from pulsar_lookup_gateway.listeners.config import GatewayConfig, validate_raw
 
 
 def config_from(text: str, name: str = "test.conf") -> GatewayConfig:

@@ -25,9 +25,9 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
-from listeners.protocol import codec
-from listeners.protocol.codec import BaseCommand, FrameDecoder
-from metadata_store.synthetic import FOUR_BUNDLES
+from pulsar_lookup_gateway.listeners.protocol import codec
+from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand, FrameDecoder
+from pulsar_lookup_gateway.metadata_store.synthetic import FOUR_BUNDLES
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"

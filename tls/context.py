@@ -35,9 +35,9 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
 
-from tls.errors import TlsConfigError
-from tls.material import Material
-from tls.settings import TlsSettings
+from pulsar_lookup_gateway.tls.errors import TlsConfigError
+from pulsar_lookup_gateway.tls.material import Material
+from pulsar_lookup_gateway.tls.settings import TlsSettings
 
 __all__ = [
     "TLS13_SUITES",

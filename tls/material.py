@@ -27,8 +27,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
 from cryptography.hazmat.primitives.serialization import pkcs12
 
-from tls.errors import TlsConfigError
-from tls.settings import TLS_KEYS
+from pulsar_lookup_gateway.tls.errors import TlsConfigError
+from pulsar_lookup_gateway.tls.settings import TLS_KEYS
 
 __all__ = [
     "KeystoreProvider",

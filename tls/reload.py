@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from tls.context import build_context, check_options
-from tls.errors import TlsConfigError
-from tls.material import (
+from pulsar_lookup_gateway.tls.context import build_context, check_options
+from pulsar_lookup_gateway.tls.errors import TlsConfigError
+from pulsar_lookup_gateway.tls.material import (
     KeystoreProvider,
     Material,
     PemFiles,
@@ -45,9 +45,9 @@ from tls.material import (
     Pkcs12Keystore,
     TrustProvider,
 )
-from tls.metrics import TlsMetrics, listener_label
-from tls.server_names import remember
-from tls.settings import TlsSettings
+from pulsar_lookup_gateway.tls.metrics import TlsMetrics, listener_label
+from pulsar_lookup_gateway.tls.server_names import remember
+from pulsar_lookup_gateway.tls.settings import TlsSettings
 
 __all__ = ["GatewayTls", "ListenerTls", "sources_for"]
 

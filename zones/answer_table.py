@@ -23,13 +23,13 @@ from functools import cache
 from typing import Any
 from urllib.parse import unquote_plus
 
-from lookup.bundles import FULL_UPPER, BundleRange, topic_hash
-from lookup.errors import LookupFailure
-from lookup.model import PARTITIONED_ROOT, POLICIES_ROOT, partitioned_path
-from lookup.resolve import ResolvePolicy, resolve_partitions
-from lookup.topics import NamespaceName, TopicDomain, TopicName
-from lookup.view import ClusterView
-from zones.pairs import (
+from pulsar_lookup_gateway.lookup.bundles import FULL_UPPER, BundleRange, topic_hash
+from pulsar_lookup_gateway.lookup.errors import LookupFailure
+from pulsar_lookup_gateway.lookup.model import PARTITIONED_ROOT, POLICIES_ROOT, partitioned_path
+from pulsar_lookup_gateway.lookup.resolve import ResolvePolicy, resolve_partitions
+from pulsar_lookup_gateway.lookup.topics import NamespaceName, TopicDomain, TopicName
+from pulsar_lookup_gateway.lookup.view import ClusterView
+from pulsar_lookup_gateway.zones.pairs import (
     COLUMNS,
     FAILED,
     FAILED_PREFIX,

@@ -14,7 +14,14 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import PercentFormatter
 
-from zones.pairs import CONNECT, FAILED, FAILED_PREFIX, REDIRECT, SummaryRow, Zone
+from pulsar_lookup_gateway.zones.pairs import (
+    CONNECT,
+    FAILED,
+    FAILED_PREFIX,
+    REDIRECT,
+    SummaryRow,
+    Zone,
+)
 
 PALETTE = (
     "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2",

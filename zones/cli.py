@@ -18,14 +18,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TextIO
 
-from console.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from lookup.protocol_data import PROTOCOL_NAME_RULE, is_protocol_name
-from lookup.resolve import ResolvePolicy
-from metadata_store.snapshot import SnapshotError, read_nodes
-from metadata_store.url import parse_metadata_url
-from zones.class_archive import ClassArchive, ClassArchiveError
-from zones.inputs import check_outputs, check_topics, local_path
-from zones.pairs import (
+from pulsar_lookup_gateway.console.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from pulsar_lookup_gateway.lookup.protocol_data import PROTOCOL_NAME_RULE, is_protocol_name
+from pulsar_lookup_gateway.lookup.resolve import ResolvePolicy
+from pulsar_lookup_gateway.metadata_store.snapshot import SnapshotError, read_nodes
+from pulsar_lookup_gateway.metadata_store.url import parse_metadata_url
+from pulsar_lookup_gateway.zones.class_archive import ClassArchive, ClassArchiveError
+from pulsar_lookup_gateway.zones.inputs import check_outputs, check_topics, local_path
+from pulsar_lookup_gateway.zones.pairs import (
     ZonesError,
     format_summary,
     listener_gaps,
@@ -254,7 +254,7 @@ def run(args: argparse.Namespace) -> int:
     chart.shutdown(wait=False)
     from pyspark.errors import AnalysisException
 
-    from zones.spark import plan_zones, read_topics, session, stop_session
+    from pulsar_lookup_gateway.zones.spark import plan_zones, read_topics, session, stop_session
 
     spark, owned = session(args.master, progress=show_progress(sys.stderr), class_archive=archive)
     try:
@@ -301,7 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 if __name__ == "__main__":
     # spark-submit runs this file as a script, with its own folder first on sys.path, where the
     # files beside it would shadow top-level modules of the same names: take it off. The
-    # functions Spark ships to the executors live in zones.spark, imported by package name.
+    # functions Spark ships to the executors live in pulsar_lookup_gateway.zones.spark.
     _here = str(Path(__file__).resolve().parent)
     sys.path[:] = [p for p in sys.path if str(Path(p or ".").resolve()) != _here]
     sys.exit(main())

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from zones.pairs import ZonesError
+from pulsar_lookup_gateway.zones.pairs import ZonesError
 
 #: Compressed text Spark reads transparently and the standard library can open.
 _OPENERS: dict[str, Callable[..., Any]] = {".gz": gzip.open, ".bz2": bz2.open}

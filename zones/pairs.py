@@ -15,14 +15,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from console.table import format_table
-from lookup.errors import LookupFailure, MalformedNode
-from lookup.model import BROKERS_ROOT, parse_broker
-from lookup.protocol_data import endpoints_text, resolve_protocol
-from lookup.resolve import ResolvePolicy, namespace_bundle, resolve, resolve_partitions
-from lookup.selection import LISTENER_NAME_RULE, ChoiceSource, ListenerChoice, is_listener_name
-from lookup.topics import TopicName
-from lookup.view import ClusterView
+from pulsar_lookup_gateway.console.table import format_table
+from pulsar_lookup_gateway.lookup.errors import LookupFailure, MalformedNode
+from pulsar_lookup_gateway.lookup.model import BROKERS_ROOT, parse_broker
+from pulsar_lookup_gateway.lookup.protocol_data import endpoints_text, resolve_protocol
+from pulsar_lookup_gateway.lookup.resolve import (
+    ResolvePolicy,
+    namespace_bundle,
+    resolve,
+    resolve_partitions,
+)
+from pulsar_lookup_gateway.lookup.selection import (
+    LISTENER_NAME_RULE,
+    ChoiceSource,
+    ListenerChoice,
+    is_listener_name,
+)
+from pulsar_lookup_gateway.lookup.topics import TopicName
+from pulsar_lookup_gateway.lookup.view import ClusterView
 
 CONNECT, REDIRECT, FAILED = "connect", "redirect", "failed"
 FAILED_PREFIX = "failed:"  # summary rows of failed answers: "failed:<ServerError name>"

@@ -26,17 +26,17 @@ import pyarrow as pa  # type: ignore[import-untyped]
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from lookup.resolve import ResolvePolicy
-from lookup.topics import MAX_TOPIC_NAME_BYTES, PARTITION_SUFFIX
-from lookup.view import ClusterView
-from zones.answer_table import (
+from pulsar_lookup_gateway.lookup.resolve import ResolvePolicy
+from pulsar_lookup_gateway.lookup.topics import MAX_TOPIC_NAME_BYTES, PARTITION_SUFFIX
+from pulsar_lookup_gateway.lookup.view import ClusterView
+from pulsar_lookup_gateway.zones.answer_table import (
     DOMAINS,
     AnswerTable,
     build_table,
     summary_counts,
 )
-from zones.class_archive import ClassArchive
-from zones.pairs import (
+from pulsar_lookup_gateway.zones.class_archive import ClassArchive
+from pulsar_lookup_gateway.zones.pairs import (
     COLUMNS,
     FAILED,
     FAILED_PREFIX,

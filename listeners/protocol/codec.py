@@ -20,7 +20,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import DecodeError, Message
 from google.protobuf.unknown_fields import UnknownFieldSet
 
-from listeners.protocol.pulsar_api_pb2 import (
+from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import (
     BaseCommand,
     CommandGetTopicsOfNamespace,
     CommandLookupTopicResponse,

@@ -8,8 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from metadata_store.admin import connected, seed
-from metadata_store.embedded_zookeeper import EmbeddedZooKeeper
+from pulsar_lookup_gateway.metadata_store.admin import connected, seed
+from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper
+from pulsar_lookup_gateway.tls.devcerts import write_dev_certs
 from tests.deploy.gateways import (
     GatewayProcess,
     ServedGateway,
@@ -17,7 +18,6 @@ from tests.deploy.gateways import (
     serve_lookups,
     tls_config,
 )
-from tls.devcerts import write_dev_certs
 
 
 @pytest.fixture(scope="session")

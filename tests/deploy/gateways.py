@@ -23,11 +23,11 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Metric
 from prometheus_client.parser import text_string_to_metric_families
 
-from listeners.auth import Authenticator
-from lookup.metrics import LookupMetrics
-from metadata_store.synthetic import topic_in_range
+from pulsar_lookup_gateway.listeners.auth import Authenticator
+from pulsar_lookup_gateway.lookup.metrics import LookupMetrics
+from pulsar_lookup_gateway.metadata_store.synthetic import topic_in_range
+from pulsar_lookup_gateway.tls.metrics import TlsMetrics
 from tests.processes import DEMO, EXE
-from tls.metrics import TlsMetrics
 
 LISTENING = re.compile(r"listening on (\S+) listener=(\S+) tls=(\S+)")
 # Topics of the demo cluster (configs/demo-cluster.json): an owned bundle, an unowned one.

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from metadata_store.embedded_zookeeper import free_port
+from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import free_port
 from tests.processes import ROOT
 
 PROMETHEUS_DIR = ROOT / "deploy" / "prometheus"

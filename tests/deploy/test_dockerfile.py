@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from listeners.conf_file import parse_properties
-from listeners.config import validate_raw
-from listeners.endpoints import Scheme
+from pulsar_lookup_gateway.listeners.conf_file import parse_properties
+from pulsar_lookup_gateway.listeners.config import validate_raw
+from pulsar_lookup_gateway.listeners.endpoints import Scheme
 from tests.deploy.artefacts import (
     CONFIG_PATH,
     DOCKERFILE,

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from packaging.version import Version
 
-from listeners.endpoints import Scheme
+from pulsar_lookup_gateway.listeners.endpoints import Scheme
 from tests.deploy.artefacts import (
     CONFIG_PATH,
     KUBERNETES,

@@ -14,9 +14,10 @@ import pytest
 from kazoo.client import KazooClient
 from prometheus_client import Metric
 
-from lookup.metrics import LATENCY_BUCKETS
-from metadata_store.admin import seed
-from metadata_store.embedded_zookeeper import EmbeddedZooKeeper, free_port
+from pulsar_lookup_gateway.lookup.metrics import LATENCY_BUCKETS
+from pulsar_lookup_gateway.metadata_store.admin import seed
+from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper, free_port
+from pulsar_lookup_gateway.tls.devcerts import write_dev_certs
 from tests.deploy.gateways import (
     LISTENING,
     LOOKUP,
@@ -31,7 +32,6 @@ from tests.deploy.gateways import (
     values,
 )
 from tests.deploy.prometheus_server import promtool
-from tls.devcerts import write_dev_certs
 
 pytestmark = pytest.mark.zookeeper
 

@@ -23,10 +23,10 @@ from pathlib import Path
 import pytest
 import trustme
 
-from gateway.process import Gateway
-from listeners.config import GatewayConfig
-from metadata_store.embedded_zookeeper import free_port
-from metadata_store.snapshot import write_snapshot
+from pulsar_lookup_gateway.gateway.process import Gateway
+from pulsar_lookup_gateway.listeners.config import GatewayConfig
+from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import free_port
+from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
 from tests.broker_peer import BrokerPeer
 from tests.e2e.clients import in_thread, produce, reached
 from tests.gateways import config_from, running

@@ -21,12 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from gateway.process import Gateway
-from listeners.conf_file import parse_properties
-from listeners.config import validate_raw
-from listeners.protocol import codec
-from metadata_store.embedded_zookeeper import free_port
-from metadata_store.snapshot import write_snapshot
+from pulsar_lookup_gateway.gateway.process import Gateway
+from pulsar_lookup_gateway.listeners.conf_file import parse_properties
+from pulsar_lookup_gateway.listeners.config import validate_raw
+from pulsar_lookup_gateway.listeners.protocol import codec
+from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import free_port
+from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
 from tests.broker_peer import BrokerPeer, RawClient
 from tests.e2e.clients import in_thread, produce, reached
 from tests.neighbours import (

@@ -20,13 +20,13 @@ import pulsar
 import pytest
 import trustme
 
-from listeners.binary_server import BinaryServer, BinarySettings
-from listeners.endpoints import Endpoint, Scheme
-from listeners.socket_table import SocketSpec
-from lookup.service import LookupService
-from metadata_store.file import FileSource
-from metadata_store.snapshot import write_snapshot
-from metadata_store.synthetic import cluster, topic_in_range
+from pulsar_lookup_gateway.listeners.binary_server import BinaryServer, BinarySettings
+from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
+from pulsar_lookup_gateway.lookup.service import LookupService
+from pulsar_lookup_gateway.metadata_store.file import FileSource
+from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
+from pulsar_lookup_gateway.metadata_store.synthetic import cluster, topic_in_range
 from tests.broker_peer import BrokerPeer
 from tests.e2e.clients import (
     in_thread,

@@ -25,16 +25,22 @@ import pulsar
 import pytest
 from cryptography import x509
 
-from gateway.process import Gateway
-from listeners.conf_file import parse_properties
-from listeners.config import validate_raw
-from metadata_store.snapshot import write_snapshot
-from metadata_store.synthetic import FOUR_BUNDLES, cluster, topic_in_range
+from pulsar_lookup_gateway.gateway.process import Gateway
+from pulsar_lookup_gateway.listeners.conf_file import parse_properties
+from pulsar_lookup_gateway.listeners.config import validate_raw
+from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
+from pulsar_lookup_gateway.metadata_store.synthetic import FOUR_BUNDLES, cluster, topic_in_range
+from pulsar_lookup_gateway.tls.devcerts import (
+    DevCA,
+    DevCerts,
+    certificate_pem,
+    key_pem,
+    write_dev_certs,
+)
 from tests.broker_peer import BrokerPeer
 from tests.e2e import clients
 from tests.e2e.clients import in_thread
 from tests.waiting import eventually
-from tls.devcerts import DevCA, DevCerts, certificate_pem, key_pem, write_dev_certs
 
 pytestmark = pytest.mark.e2e
 

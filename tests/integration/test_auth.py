@@ -23,24 +23,28 @@ import trustme
 from kazoo.client import KazooClient
 from yarl import URL
 
-from http_api.app import build_app
-from http_api.server import HttpServer
-from listeners.auth import Authenticator, TlsAuthenticationProvider, TokenAuthenticationProvider
-from listeners.binary_server import BinaryServer, BinarySettings
-from listeners.endpoints import Endpoint, Scheme
-from listeners.protocol import codec
-from listeners.protocol.codec import BaseCommand, LookupType, ServerError
-from listeners.socket_table import SocketSpec
-from lookup.authorization import LookupAuthorizer
-from lookup.service import LookupService
-from lookup.source import MetadataSource
-from metadata_store.admin import encode, seed
-from metadata_store.embedded_zookeeper import EmbeddedZooKeeper
-from metadata_store.file import FileSource
-from metadata_store.snapshot import write_snapshot
-from metadata_store.synthetic import cluster, topic_in_range
-from metadata_store.url import parse_metadata_url
-from metadata_store.zookeeper import ZooKeeperSource
+from pulsar_lookup_gateway.http_api.app import build_app
+from pulsar_lookup_gateway.http_api.server import HttpServer
+from pulsar_lookup_gateway.listeners.auth import (
+    Authenticator,
+    TlsAuthenticationProvider,
+    TokenAuthenticationProvider,
+)
+from pulsar_lookup_gateway.listeners.binary_server import BinaryServer, BinarySettings
+from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.protocol import codec
+from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand, LookupType, ServerError
+from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
+from pulsar_lookup_gateway.lookup.authorization import LookupAuthorizer
+from pulsar_lookup_gateway.lookup.service import LookupService
+from pulsar_lookup_gateway.lookup.source import MetadataSource
+from pulsar_lookup_gateway.metadata_store.admin import encode, seed
+from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper
+from pulsar_lookup_gateway.metadata_store.file import FileSource
+from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
+from pulsar_lookup_gateway.metadata_store.synthetic import cluster, topic_in_range
+from pulsar_lookup_gateway.metadata_store.url import parse_metadata_url
+from pulsar_lookup_gateway.metadata_store.zookeeper import ZooKeeperSource
 from tests.broker_peer import RawClient
 from tests.waiting import eventually
 
@@ -317,7 +321,7 @@ async def test_binary_unauthorized_role_cannot_probe_namespaces(world: World) ->
 async def test_binary_allowed_listener_names(
     world: World, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="lookup.service")
+    caplog.set_level(logging.INFO, logger="pulsar_lookup_gateway.lookup.service")
     async with raw_client(world.binary["external"]) as raw:
         await connect(raw, "token", token(ROOT))
         refused = await lookup(raw, listener="internal")

@@ -22,15 +22,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from listeners.binary_server import BinaryServer, BinarySettings
-from listeners.endpoints import Endpoint, Scheme
-from listeners.protocol import codec
-from listeners.protocol.codec import BaseCommand, FrameDecoder, LookupType
-from listeners.socket_table import SocketSpec
-from lookup.service import LookupService
-from metadata_store.file import FileSource
-from metadata_store.snapshot import write_snapshot
-from metadata_store.synthetic import cluster, listeners_of, topic_in_range
+from pulsar_lookup_gateway.listeners.binary_server import BinaryServer, BinarySettings
+from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.protocol import codec
+from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand, FrameDecoder, LookupType
+from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
+from pulsar_lookup_gateway.lookup.service import LookupService
+from pulsar_lookup_gateway.metadata_store.file import FileSource
+from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
+from pulsar_lookup_gateway.metadata_store.synthetic import cluster, listeners_of, topic_in_range
 from tests.broker_peer import frame_of, raw_command
 
 HOST = "127.0.0.1"
@@ -96,7 +96,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     path: Path = tmp_path_factory.mktemp("fuzz") / "cluster.json"
     write_snapshot(path, cluster(brokers=2, owned={"0x00000000_0x40000000": 1}))
     errors = _Errors()
-    logger = logging.getLogger("listeners.binary_server")
+    logger = logging.getLogger("pulsar_lookup_gateway.listeners.binary_server")
     logger.addHandler(errors)
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="fuzzed-server", daemon=True)

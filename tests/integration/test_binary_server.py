@@ -13,21 +13,32 @@ from typing import Any
 import pytest
 import trustme
 
-from listeners import binary_server
-from listeners.binary_server import PROTOCOL_VERSION, BinaryServer, BinarySettings
-from listeners.config import GatewayConfig
-from listeners.endpoints import Endpoint, Scheme
-from listeners.protocol import codec
-from listeners.protocol.codec import BaseCommand, LookupType, ServerError
-from listeners.protocol.pulsar_api_pb2 import CommandPartitionedTopicMetadataResponse
-from listeners.protocol.wire import varint_field
-from listeners.socket_table import SocketSpec
-from lookup.service import LookupService
-from lookup.source import MetadataSource, SourceStatus
-from lookup.view import ClusterView
-from metadata_store.file import FileSource
-from metadata_store.snapshot import write_snapshot
-from metadata_store.synthetic import cluster, listeners_of, ownership_node, topic_in_range
+from pulsar_lookup_gateway.listeners import binary_server
+from pulsar_lookup_gateway.listeners.binary_server import (
+    PROTOCOL_VERSION,
+    BinaryServer,
+    BinarySettings,
+)
+from pulsar_lookup_gateway.listeners.config import GatewayConfig
+from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.protocol import codec
+from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand, LookupType, ServerError
+from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import (
+    CommandPartitionedTopicMetadataResponse,
+)
+from pulsar_lookup_gateway.listeners.protocol.wire import varint_field
+from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
+from pulsar_lookup_gateway.lookup.service import LookupService
+from pulsar_lookup_gateway.lookup.source import MetadataSource, SourceStatus
+from pulsar_lookup_gateway.lookup.view import ClusterView
+from pulsar_lookup_gateway.metadata_store.file import FileSource
+from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
+from pulsar_lookup_gateway.metadata_store.synthetic import (
+    cluster,
+    listeners_of,
+    ownership_node,
+    topic_in_range,
+)
 from tests.broker_peer import RawClient, frame_of, producer_command, raw_command
 
 HOST = "127.0.0.1"
@@ -214,7 +225,7 @@ def test_settings_from_config() -> None:
 async def test_logs_one_line_per_socket(
     source: FileSource, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="listeners.binary_server")
+    caplog.set_level(logging.INFO, logger="pulsar_lookup_gateway.listeners.binary_server")
     async with serving(source) as server:
         expected = f"listening on pulsar://127.0.0.1:{server.port} listener=external tls=no"
         assert [r.getMessage() for r in caplog.records].count(expected) == 1
@@ -234,7 +245,7 @@ def test_a_tls_socket_needs_a_context(source: FileSource) -> None:
 
 
 async def test_lookups_over_tls(source: FileSource, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="listeners.binary_server")
+    caplog.set_level(logging.INFO, logger="pulsar_lookup_gateway.listeners.binary_server")
     ca = trustme.CA()
     server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ca.issue_cert(HOST).configure_cert(server_ctx)

@@ -13,15 +13,15 @@ from typing import Any
 import pytest
 import trustme
 
-from listeners.broker_link import BrokerLink, LinkSettings, Principal, relay
-from listeners.protocol.codec import BaseCommand, FrameDecoder, Schema
-from listeners.protocol.pulsar_api_pb2 import CommandGetTopicsOfNamespace
-from lookup.errors import FailureKind, LookupFailure
-from lookup.service import LookupService
-from metadata_store.embedded_zookeeper import free_port
-from metadata_store.file import FileSource
-from metadata_store.snapshot import write_snapshot
-from metadata_store.synthetic import broker_node
+from pulsar_lookup_gateway.listeners.broker_link import BrokerLink, LinkSettings, Principal, relay
+from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand, FrameDecoder, Schema
+from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import CommandGetTopicsOfNamespace
+from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
+from pulsar_lookup_gateway.lookup.service import LookupService
+from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import free_port
+from pulsar_lookup_gateway.metadata_store.file import FileSource
+from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
+from pulsar_lookup_gateway.metadata_store.synthetic import broker_node
 from tests.broker_peer import BrokerPeer
 
 NP = CommandGetTopicsOfNamespace.NON_PERSISTENT

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives import serialization
 
-from gateway.startup import bind_problems
-from listeners.endpoints import Endpoint, Scheme
-from listeners.socket_table import SocketSpec
-from metadata_store.embedded_zookeeper import free_port
+from pulsar_lookup_gateway.gateway.startup import bind_problems
+from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
+from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import free_port
+from pulsar_lookup_gateway.tls.devcerts import DevCerts, key_pem, write_dev_certs
 from tests.processes import DEMO, EXE
-from tls.devcerts import DevCerts, key_pem, write_dev_certs
 
 KEY_PASSWORD = "s3cret-key-password"  # the encrypted key's password
 WRONG_PASSWORD = "not-the-password-42"  # what the config says; must never be printed

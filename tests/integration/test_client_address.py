@@ -22,11 +22,11 @@ from pathlib import Path
 import pytest
 import trustme
 
-from gateway.process import Gateway
-from listeners.config import GatewayConfig
-from listeners.protocol import codec
-from listeners.proxy_protocol import V2_SIGNATURE
-from metadata_store.snapshot import write_snapshot
+from pulsar_lookup_gateway.gateway.process import Gateway
+from pulsar_lookup_gateway.listeners.config import GatewayConfig
+from pulsar_lookup_gateway.listeners.protocol import codec
+from pulsar_lookup_gateway.listeners.proxy_protocol import V2_SIGNATURE
+from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
 from tests.gateways import config_from, running
 from tests.neighbours import (
     WAIT,

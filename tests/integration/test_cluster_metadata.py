@@ -18,22 +18,27 @@ import pytest
 import trustme
 from kazoo.client import KazooClient
 
-from gateway.process import Gateway
-from listeners.conf_file import parse_properties
-from listeners.config import validate_raw
-from listeners.protocol.codec import LookupType, ServerError
-from lookup.errors import FailureKind, LookupFailure
-from lookup.model import is_configuration_path
-from lookup.resolve import ResponseKind
-from lookup.selection import ChoiceSource, ListenerChoice
-from lookup.service import LookupService
-from lookup.source import MetadataSource
-from metadata_store.admin import connected, encode, seed
-from metadata_store.embedded_zookeeper import EmbeddedZooKeeper
-from metadata_store.open import open_source
-from metadata_store.snapshot import write_snapshot
-from metadata_store.synthetic import broker_id, cluster, ownership_node, topic_in_range
-from metadata_store.url import parse_metadata_url
+from pulsar_lookup_gateway.gateway.process import Gateway
+from pulsar_lookup_gateway.listeners.conf_file import parse_properties
+from pulsar_lookup_gateway.listeners.config import validate_raw
+from pulsar_lookup_gateway.listeners.protocol.codec import LookupType, ServerError
+from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
+from pulsar_lookup_gateway.lookup.model import is_configuration_path
+from pulsar_lookup_gateway.lookup.resolve import ResponseKind
+from pulsar_lookup_gateway.lookup.selection import ChoiceSource, ListenerChoice
+from pulsar_lookup_gateway.lookup.service import LookupService
+from pulsar_lookup_gateway.lookup.source import MetadataSource
+from pulsar_lookup_gateway.metadata_store.admin import connected, encode, seed
+from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper
+from pulsar_lookup_gateway.metadata_store.open import open_source
+from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
+from pulsar_lookup_gateway.metadata_store.synthetic import (
+    broker_id,
+    cluster,
+    ownership_node,
+    topic_in_range,
+)
+from pulsar_lookup_gateway.metadata_store.url import parse_metadata_url
 from tests.broker_peer import RawClient
 from tests.waiting import eventually
 
@@ -245,7 +250,7 @@ async def test_geo_replication_deleted_namespace_and_no_tls_downgrade(
     tls_files: tuple[Path, Path, ssl.SSLContext],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="gateway.process")
+    caplog.set_level(logging.INFO, logger="pulsar_lookup_gateway.gateway.process")
     local_nodes, configuration_nodes = split(geo_cluster())
     seed(zk_admin, local_nodes)
     seed(conf_admin, configuration_nodes)
@@ -325,7 +330,7 @@ def body_message(body: Any) -> str:
 async def test_without_cluster_name_the_checks_are_skipped_and_logged(
     tmp_path: Path, tls_files: tuple[Path, Path, ssl.SSLContext], caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="gateway.process")
+    caplog.set_level(logging.INFO, logger="pulsar_lookup_gateway.gateway.process")
     write_snapshot(tmp_path / "c.json", geo_cluster())
     async with gateway(gateway_conf(f"file:{tmp_path / 'c.json'}", "", tls_files)) as gw:
         warnings = [r for r in caplog.records if r.levelno == logging.WARNING]

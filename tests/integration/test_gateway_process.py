@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from metadata_store.embedded_zookeeper import free_port
+from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import free_port
 from tests.processes import DEMO, EXE, Running, write_config
 
 TOPIC = "persistent/public/default/orders-partition-1"

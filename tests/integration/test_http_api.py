@@ -22,20 +22,25 @@ from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 from yarl import URL
 
-from http_api.app import build_app
-from http_api.errors import STATUS
-from http_api.openapi import OPENAPI
-from http_api.server import HttpServer
-from listeners.endpoints import Endpoint, Scheme
-from listeners.socket_table import SocketSpec
-from lookup.bundles import topic_hash
-from lookup.errors import FailureKind, LookupFailure
-from lookup.resolve import ResolvePolicy
-from lookup.service import LookupService
-from lookup.source import SourceStatus
-from lookup.view import ClusterView
-from metadata_store.file import FileSource
-from metadata_store.synthetic import broker_id, cluster, ownership_node, topic_in_range
+from pulsar_lookup_gateway.http_api.app import build_app
+from pulsar_lookup_gateway.http_api.errors import STATUS
+from pulsar_lookup_gateway.http_api.openapi import OPENAPI
+from pulsar_lookup_gateway.http_api.server import HttpServer
+from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
+from pulsar_lookup_gateway.lookup.bundles import topic_hash
+from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
+from pulsar_lookup_gateway.lookup.resolve import ResolvePolicy
+from pulsar_lookup_gateway.lookup.service import LookupService
+from pulsar_lookup_gateway.lookup.source import SourceStatus
+from pulsar_lookup_gateway.lookup.view import ClusterView
+from pulsar_lookup_gateway.metadata_store.file import FileSource
+from pulsar_lookup_gateway.metadata_store.synthetic import (
+    broker_id,
+    cluster,
+    ownership_node,
+    topic_in_range,
+)
 
 NS = "public/default"
 OWNED_BUNDLE = "0x00000000_0x40000000"  # owned by broker 1
@@ -821,11 +826,13 @@ async def test_start_binds_port_zero_and_logs(
     gw: Gateway, caplog: pytest.LogCaptureFixture
 ) -> None:
     service = gw.service
-    with caplog.at_level(logging.INFO, logger="http_api.server"):
+    with caplog.at_level(logging.INFO, logger="pulsar_lookup_gateway.http_api.server"):
         async with serving(service, "zone") as server:
             port = server.port
     assert port > 0
-    messages = [r.getMessage() for r in caplog.records if r.name == "http_api.server"]
+    messages = [
+        r.getMessage() for r in caplog.records if r.name == "pulsar_lookup_gateway.http_api.server"
+    ]
     assert f"listening on http://127.0.0.1:{port} listener=zone tls=no" in messages
 
 
@@ -833,7 +840,7 @@ async def test_tls_socket_logs_tls_yes_and_serves_https(
     gw: Gateway, tls: tuple[ssl.SSLContext, ssl.SSLContext], caplog: pytest.LogCaptureFixture
 ) -> None:
     server_ctx, client_ctx = tls
-    with caplog.at_level(logging.INFO, logger="http_api.server"):
+    with caplog.at_level(logging.INFO, logger="pulsar_lookup_gateway.http_api.server"):
         async with serving(gw.service, None, ssl_context=server_ctx) as server:
             reply = await get(gw.session, server, "/status.html", ssl_context=client_ctx)
     assert server.url.startswith("https://")

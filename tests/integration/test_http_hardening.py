@@ -24,17 +24,17 @@ import pytest
 import trustme
 from yarl import URL
 
-from http_api.app import build_app
-from http_api.server import SERVER_NAME, HttpServer
-from listeners.auth import Authenticator, TokenAuthenticationProvider
-from listeners.endpoints import Endpoint, Scheme
-from listeners.socket_table import SocketSpec
-from lookup.service import LookupService
-from lookup.source import MetadataSource
-from metadata_store.embedded_zookeeper import free_port
-from metadata_store.synthetic import broker_id
-from metadata_store.url import parse_metadata_url
-from metadata_store.zookeeper import ZooKeeperSource
+from pulsar_lookup_gateway.http_api.app import build_app
+from pulsar_lookup_gateway.http_api.server import SERVER_NAME, HttpServer
+from pulsar_lookup_gateway.listeners.auth import Authenticator, TokenAuthenticationProvider
+from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
+from pulsar_lookup_gateway.lookup.service import LookupService
+from pulsar_lookup_gateway.lookup.source import MetadataSource
+from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import free_port
+from pulsar_lookup_gateway.metadata_store.synthetic import broker_id
+from pulsar_lookup_gateway.metadata_store.url import parse_metadata_url
+from pulsar_lookup_gateway.metadata_store.zookeeper import ZooKeeperSource
 from tests.integration.test_http_api import (
     LOOKUP,
     OWNED_TOPIC,
@@ -409,7 +409,7 @@ async def test_many_silent_connections_log_a_few_lines(
 ) -> None:
     count = 50
     async with file_service(tmp_path, gateway_cluster()) as service:
-        with caplog.at_level(logging.INFO, logger="http_api.server"):
+        with caplog.at_level(logging.INFO, logger="pulsar_lookup_gateway.http_api.server"):
             async with serving(service, "zone", head_timeout=HEAD_TIMEOUT) as server:
                 streams = [await asyncio.open_connection(HOST, server.port) for _ in range(count)]
                 started = time.monotonic()
@@ -433,7 +433,7 @@ async def test_connections_beyond_the_cap_are_closed_at_once(
     cap, extra = 4, 40
     request = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
     async with file_service(tmp_path, gateway_cluster()) as service:
-        with caplog.at_level(logging.WARNING, logger="http_api.server"):
+        with caplog.at_level(logging.WARNING, logger="pulsar_lookup_gateway.http_api.server"):
             async with serving(service, "zone", max_connections=cap) as server:
                 admitted = []
                 for _ in range(cap):  # each answers a request and stays open (keep-alive)

@@ -13,15 +13,20 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from listeners.binary_server import BinaryServer, BinarySettings
-from listeners.endpoints import Endpoint, Scheme
-from listeners.protocol import codec
-from listeners.protocol.wire import bytes_field, encode_varint, varint_field
-from listeners.socket_table import SocketSpec
-from lookup.service import LookupService
-from metadata_store.file import FileSource
-from metadata_store.snapshot import write_snapshot
-from metadata_store.synthetic import cluster, listeners_of, ownership_node, topic_in_range
+from pulsar_lookup_gateway.listeners.binary_server import BinaryServer, BinarySettings
+from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.protocol import codec
+from pulsar_lookup_gateway.listeners.protocol.wire import bytes_field, encode_varint, varint_field
+from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
+from pulsar_lookup_gateway.lookup.service import LookupService
+from pulsar_lookup_gateway.metadata_store.file import FileSource
+from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
+from pulsar_lookup_gateway.metadata_store.synthetic import (
+    cluster,
+    listeners_of,
+    ownership_node,
+    topic_in_range,
+)
 
 HOST = "127.0.0.1"
 WAIT = 10.0

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.version import gateway_version
+from pulsar_lookup_gateway.gateway.version import gateway_version
 from tests.processes import DEMO, EXE, Running, write_config
 
 OWNED = "persistent/public/default/orders-partition-1"

@@ -17,12 +17,17 @@ import jwt
 import pytest
 from kazoo.client import KazooClient
 
-from gateway.process import Gateway
-from listeners.conf_file import parse_properties
-from listeners.config import validate_raw
-from metadata_store.admin import encode, seed
-from metadata_store.embedded_zookeeper import EmbeddedZooKeeper
-from metadata_store.synthetic import broker_id, cluster, ownership_node, topic_in_range
+from pulsar_lookup_gateway.gateway.process import Gateway
+from pulsar_lookup_gateway.listeners.conf_file import parse_properties
+from pulsar_lookup_gateway.listeners.config import validate_raw
+from pulsar_lookup_gateway.metadata_store.admin import encode, seed
+from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper
+from pulsar_lookup_gateway.metadata_store.synthetic import (
+    broker_id,
+    cluster,
+    ownership_node,
+    topic_in_range,
+)
 from tests.broker_peer import BrokerPeer, zookeeper_owner
 from tests.waiting import eventually
 

@@ -29,18 +29,18 @@ from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import NameOID
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.process import Gateway
-from listeners.config import GatewayConfig
-from listeners.protocol import codec
-from listeners.protocol.codec import BaseCommand, FrameDecoder
-from metadata_store.snapshot import write_snapshot
-from metadata_store.synthetic import FOUR_BUNDLES, cluster
+from pulsar_lookup_gateway.gateway.process import Gateway
+from pulsar_lookup_gateway.listeners.config import GatewayConfig
+from pulsar_lookup_gateway.listeners.protocol import codec
+from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand, FrameDecoder
+from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
+from pulsar_lookup_gateway.metadata_store.synthetic import FOUR_BUNDLES, cluster
+from pulsar_lookup_gateway.tls.devcerts import standalone_tls_env
+from pulsar_lookup_gateway.tls.errors import TlsConfigError
 from tests import neighbours
 from tests.gateways import config_from, running
 from tests.processes import EXE
 from tests.waiting import eventually
-from tls.devcerts import standalone_tls_env
-from tls.errors import TlsConfigError
 
 WAIT = 10.0  # bound on one connection attempt
 RELOAD_WAIT = 15.0  # bound on a reload being seen (checks run every second)

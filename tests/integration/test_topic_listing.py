@@ -13,25 +13,25 @@ import aiohttp
 import pytest
 from kazoo.client import KazooClient
 
-from http_api.app import build_app
-from http_api.server import HttpServer
-from listeners.binary_server import BinaryServer, BinarySettings
-from listeners.broker_link import BrokerLink, LinkSettings
-from listeners.endpoints import Endpoint, Scheme
-from listeners.protocol import codec
-from listeners.protocol.codec import BaseCommand, Schema, ServerError
-from listeners.protocol.pulsar_api_pb2 import CommandGetTopicsOfNamespace
-from listeners.socket_table import SocketSpec
-from lookup.auto_creation import AutoCreationSettings, TopicType
-from lookup.service import LookupService
-from lookup.topic_list import TopicLister, topics_hash
-from metadata_store.admin import seed
-from metadata_store.embedded_zookeeper import EmbeddedZooKeeper
-from metadata_store.file import FileSource
-from metadata_store.snapshot import write_snapshot
-from metadata_store.synthetic import cluster
-from metadata_store.url import parse_metadata_url
-from metadata_store.zookeeper import ZooKeeperSource
+from pulsar_lookup_gateway.http_api.app import build_app
+from pulsar_lookup_gateway.http_api.server import HttpServer
+from pulsar_lookup_gateway.listeners.binary_server import BinaryServer, BinarySettings
+from pulsar_lookup_gateway.listeners.broker_link import BrokerLink, LinkSettings
+from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.protocol import codec
+from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand, Schema, ServerError
+from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import CommandGetTopicsOfNamespace
+from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
+from pulsar_lookup_gateway.lookup.auto_creation import AutoCreationSettings, TopicType
+from pulsar_lookup_gateway.lookup.service import LookupService
+from pulsar_lookup_gateway.lookup.topic_list import TopicLister, topics_hash
+from pulsar_lookup_gateway.metadata_store.admin import seed
+from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper
+from pulsar_lookup_gateway.metadata_store.file import FileSource
+from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
+from pulsar_lookup_gateway.metadata_store.synthetic import cluster
+from pulsar_lookup_gateway.metadata_store.url import parse_metadata_url
+from pulsar_lookup_gateway.metadata_store.zookeeper import ZooKeeperSource
 from tests.broker_peer import BrokerPeer, RawClient
 from tests.waiting import eventually
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from gateway.cli import main
-from metadata_store.admin import connected, dump
-from metadata_store.embedded_zookeeper import EmbeddedZooKeeper, free_port
-from metadata_store.snapshot import read_snapshot
+from pulsar_lookup_gateway.gateway.cli import main
+from pulsar_lookup_gateway.metadata_store.admin import connected, dump
+from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper, free_port
+from pulsar_lookup_gateway.metadata_store.snapshot import read_snapshot
 from tests.processes import DEMO, EXE
 
 pytestmark = pytest.mark.zookeeper

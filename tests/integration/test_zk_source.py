@@ -10,19 +10,25 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from lookup.errors import FailureKind, LookupFailure, ServerError
-from lookup.resolve import ResponseKind, resolve
-from lookup.selection import ChoiceSource, ListenerChoice
-from lookup.service import LookupService
-from lookup.topics import TopicName
-from lookup.view import ClusterView
-from metadata_store.admin import connected, encode, seed
-from metadata_store.embedded_zookeeper import EmbeddedZooKeeper
-from metadata_store.file import FileSource
-from metadata_store.snapshot import read_snapshot, write_snapshot
-from metadata_store.synthetic import broker_id, broker_node, cluster, ownership_node, topic_in_range
-from metadata_store.url import parse_metadata_url
-from metadata_store.zookeeper import ZooKeeperSource
+from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure, ServerError
+from pulsar_lookup_gateway.lookup.resolve import ResponseKind, resolve
+from pulsar_lookup_gateway.lookup.selection import ChoiceSource, ListenerChoice
+from pulsar_lookup_gateway.lookup.service import LookupService
+from pulsar_lookup_gateway.lookup.topics import TopicName
+from pulsar_lookup_gateway.lookup.view import ClusterView
+from pulsar_lookup_gateway.metadata_store.admin import connected, encode, seed
+from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper
+from pulsar_lookup_gateway.metadata_store.file import FileSource
+from pulsar_lookup_gateway.metadata_store.snapshot import read_snapshot, write_snapshot
+from pulsar_lookup_gateway.metadata_store.synthetic import (
+    broker_id,
+    broker_node,
+    cluster,
+    ownership_node,
+    topic_in_range,
+)
+from pulsar_lookup_gateway.metadata_store.url import parse_metadata_url
+from pulsar_lookup_gateway.metadata_store.zookeeper import ZooKeeperSource
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.zookeeper
@@ -345,7 +351,7 @@ async def _expire_the_session_and_move_the_owner(
 
 
 async def test_unreachable_zookeeper_is_not_ready_and_lookups_fail_fast() -> None:
-    from metadata_store.embedded_zookeeper import free_port
+    from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import free_port
 
     source = source_for(f"127.0.0.1:{free_port()}", "", start_timeout=0.2)
     await source.start()

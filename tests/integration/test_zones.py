@@ -26,24 +26,29 @@ import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 import pytest
 
-from gateway.cli import main
-from http_api.app import build_app
-from http_api.server import HttpServer
-from listeners.endpoints import Endpoint, Scheme
-from listeners.socket_table import SocketSpec
-from lookup.bundles import topic_hash
-from lookup.errors import LookupFailure
-from lookup.resolve import ResolvePolicy, resolve, resolve_partitions
-from lookup.service import LookupService
-from lookup.topics import TopicName
-from lookup.view import ClusterView
-from metadata_store.admin import seed_url
-from metadata_store.embedded_zookeeper import EmbeddedZooKeeper
-from metadata_store.synthetic import FOUR_BUNDLES, broker_id, broker_node, ownership_node
-from metadata_store.url import parse_metadata_url
-from metadata_store.zookeeper import ZooKeeperSource
-from zones.cli import detect_topics_format
-from zones.pairs import (
+from pulsar_lookup_gateway.gateway.cli import main
+from pulsar_lookup_gateway.http_api.app import build_app
+from pulsar_lookup_gateway.http_api.server import HttpServer
+from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
+from pulsar_lookup_gateway.lookup.bundles import topic_hash
+from pulsar_lookup_gateway.lookup.errors import LookupFailure
+from pulsar_lookup_gateway.lookup.resolve import ResolvePolicy, resolve, resolve_partitions
+from pulsar_lookup_gateway.lookup.service import LookupService
+from pulsar_lookup_gateway.lookup.topics import TopicName
+from pulsar_lookup_gateway.lookup.view import ClusterView
+from pulsar_lookup_gateway.metadata_store.admin import seed_url
+from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper
+from pulsar_lookup_gateway.metadata_store.synthetic import (
+    FOUR_BUNDLES,
+    broker_id,
+    broker_node,
+    ownership_node,
+)
+from pulsar_lookup_gateway.metadata_store.url import parse_metadata_url
+from pulsar_lookup_gateway.metadata_store.zookeeper import ZooKeeperSource
+from pulsar_lookup_gateway.zones.cli import detect_topics_format
+from pulsar_lookup_gateway.zones.pairs import (
     COLUMNS,
     SUMMARY_COLUMNS,
     SummaryRow,

@@ -20,17 +20,10 @@ from typing import Any
 import pyarrow as pa  # type: ignore[import-untyped]
 import pytest
 
-from lookup.resolve import ResolvePolicy
-from lookup.view import ClusterView
-from metadata_store.synthetic import FOUR_BUNDLES, broker_id, ownership_node
-from tests.integration.test_zones import (
-    INVALID,
-    NP_PARTITIONED,
-    PARTITIONED,
-    ZONES,
-    cluster_nodes,
-)
-from zones.pairs import (
+from pulsar_lookup_gateway.lookup.resolve import ResolvePolicy
+from pulsar_lookup_gateway.lookup.view import ClusterView
+from pulsar_lookup_gateway.metadata_store.synthetic import FOUR_BUNDLES, broker_id, ownership_node
+from pulsar_lookup_gateway.zones.pairs import (
     COLUMNS,
     Zone,
     build_summary,
@@ -38,7 +31,14 @@ from zones.pairs import (
     resolve_pairs,
     resolve_pairs_with_protocol,
 )
-from zones.spark import ZonePlan, plan_zones
+from pulsar_lookup_gateway.zones.spark import ZonePlan, plan_zones
+from tests.integration.test_zones import (
+    INVALID,
+    NP_PARTITIONED,
+    PARTITIONED,
+    ZONES,
+    cluster_nodes,
+)
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:PySpark does not yet fully support pandas:FutureWarning"

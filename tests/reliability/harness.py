@@ -18,12 +18,15 @@ from typing import Any
 
 import aiohttp
 
-from gateway.process import Gateway
-from listeners.conf_file import parse_properties
-from listeners.config import validate_raw
-from listeners.protocol.pulsar_api_pb2 import CommandLookupTopicResponse, ServerError
-from metadata_store.admin import connected, seed
-from metadata_store.embedded_zookeeper import EmbeddedZooKeeper
+from pulsar_lookup_gateway.gateway.process import Gateway
+from pulsar_lookup_gateway.listeners.conf_file import parse_properties
+from pulsar_lookup_gateway.listeners.config import validate_raw
+from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import (
+    CommandLookupTopicResponse,
+    ServerError,
+)
+from pulsar_lookup_gateway.metadata_store.admin import connected, seed
+from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper
 from tests.broker_peer import RawClient
 
 SOAK = os.environ.get("PULSAR_GATEWAY_SOAK") == "1"

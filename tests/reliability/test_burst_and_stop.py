@@ -19,11 +19,15 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from listeners.protocol import codec
-from listeners.protocol.pulsar_api_pb2 import BaseCommand, CommandLookupTopicResponse, ServerError
-from metadata_store.admin import connected, seed
-from metadata_store.embedded_zookeeper import EmbeddedZooKeeper
-from metadata_store.synthetic import cluster
+from pulsar_lookup_gateway.listeners.protocol import codec
+from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import (
+    BaseCommand,
+    CommandLookupTopicResponse,
+    ServerError,
+)
+from pulsar_lookup_gateway.metadata_store.admin import connected, seed
+from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper
+from pulsar_lookup_gateway.metadata_store.synthetic import cluster
 from tests.broker_peer import RawClient
 from tests.processes import Running
 from tests.reliability.harness import binary_port, gateway_on, http_url
@@ -59,7 +63,7 @@ async def read_replies(client: RawClient, count: int, timeout: float) -> list[Ba
 async def test_a_burst_above_the_limit_is_refused_and_every_accepted_lookup_answered(
     frozen_zk: EmbeddedZooKeeper, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="lookup.service")
+    caplog.set_level(logging.INFO, logger="pulsar_lookup_gateway.lookup.service")
     extra = f"maxConcurrentLookupRequest={MAX_IN_FLIGHT}\n"
     async with gateway_on(frozen_zk, nodes(), extra) as gateway, aiohttp.ClientSession() as http:
         port = binary_port(gateway)

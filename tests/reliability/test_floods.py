@@ -10,14 +10,14 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
-from http_api.app import build_app
-from http_api.server import HttpServer
-from listeners.endpoints import Endpoint, Scheme
-from listeners.protocol import codec
-from listeners.socket_table import SocketSpec
-from lookup.service import LookupService
-from metadata_store.embedded_zookeeper import EmbeddedZooKeeper
-from metadata_store.synthetic import cluster, topic_in_range
+from pulsar_lookup_gateway.http_api.app import build_app
+from pulsar_lookup_gateway.http_api.server import HttpServer
+from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.protocol import codec
+from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
+from pulsar_lookup_gateway.lookup.service import LookupService
+from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper
+from pulsar_lookup_gateway.metadata_store.synthetic import cluster, topic_in_range
 from tests.broker_peer import RawClient
 from tests.reliability.harness import (
     Tally,

@@ -9,11 +9,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from listeners.binary_server import PRE_CONNECT_MAX_FRAME
-from listeners.protocol import codec
-from listeners.protocol.pulsar_api_pb2 import BaseCommand
-from metadata_store.embedded_zookeeper import EmbeddedZooKeeper
-from metadata_store.synthetic import cluster, topic_in_range
+from pulsar_lookup_gateway.listeners.binary_server import PRE_CONNECT_MAX_FRAME
+from pulsar_lookup_gateway.listeners.protocol import codec
+from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import BaseCommand
+from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper
+from pulsar_lookup_gateway.metadata_store.synthetic import cluster, topic_in_range
 from tests.broker_peer import RawClient
 from tests.neighbours import refusals
 from tests.reliability.harness import binary_port, gateway_on, rss_mib

@@ -18,9 +18,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from http_api.server import HttpServer
-from metadata_store.embedded_zookeeper import EmbeddedZooKeeper
-from metadata_store.synthetic import cluster
+from pulsar_lookup_gateway.http_api.server import HttpServer
+from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper
+from pulsar_lookup_gateway.metadata_store.synthetic import cluster
 from tests.neighbours import refusals
 from tests.processes import DEMO, EXE, LISTENING
 from tests.reliability.harness import gateway_on, http_url

@@ -19,14 +19,18 @@ import aiohttp
 import jwt
 import pytest
 
-from gateway.process import Gateway
-from http_api import app as http_app
-from listeners.protocol import codec
-from listeners.protocol.pulsar_api_pb2 import BaseCommand, CommandLookupTopicResponse, ServerError
-from lookup import service as lookup_service
-from lookup.topics import MAX_TOPIC_NAME_BYTES
-from metadata_store.embedded_zookeeper import EmbeddedZooKeeper
-from metadata_store.synthetic import cluster, topic_in_range
+from pulsar_lookup_gateway.gateway.process import Gateway
+from pulsar_lookup_gateway.http_api import app as http_app
+from pulsar_lookup_gateway.listeners.protocol import codec
+from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import (
+    BaseCommand,
+    CommandLookupTopicResponse,
+    ServerError,
+)
+from pulsar_lookup_gateway.lookup import service as lookup_service
+from pulsar_lookup_gateway.lookup.topics import MAX_TOPIC_NAME_BYTES
+from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper
+from pulsar_lookup_gateway.metadata_store.synthetic import cluster, topic_in_range
 from tests.broker_peer import RawClient
 from tests.reliability.harness import binary_port, gateway_on, http_url, rss_mib, scale
 from tests.waiting import eventually

@@ -11,7 +11,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from metadata_store.embedded_zookeeper import free_port
+from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import free_port
 from tests.processes import DEMO, EXE
 
 TOPIC = "persistent/public/default/orders-partition-1"

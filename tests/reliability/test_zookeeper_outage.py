@@ -14,11 +14,19 @@ from collections.abc import Iterator
 import aiohttp
 import pytest
 
-from listeners.protocol.pulsar_api_pb2 import CommandLookupTopicResponse, ServerError
-from metadata_store.admin import connected, encode
-from metadata_store.embedded_zookeeper import EmbeddedZooKeeper
-from metadata_store.synthetic import broker_id, cluster, ownership_node, topic_in_range
-from metadata_store.zookeeper import ZooKeeperSource
+from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import (
+    CommandLookupTopicResponse,
+    ServerError,
+)
+from pulsar_lookup_gateway.metadata_store.admin import connected, encode
+from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper
+from pulsar_lookup_gateway.metadata_store.synthetic import (
+    broker_id,
+    cluster,
+    ownership_node,
+    topic_in_range,
+)
+from pulsar_lookup_gateway.metadata_store.zookeeper import ZooKeeperSource
 from tests.broker_peer import RawClient
 from tests.reliability.harness import (
     Tally,

@@ -25,7 +25,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
-from listeners.auth import (
+from pulsar_lookup_gateway.listeners.auth import (
     AuthConfigError,
     AuthenticationFailed,
     Authenticator,
@@ -38,10 +38,15 @@ from listeners.auth import (
     load_public_key,
     verified_peer_certificate,
 )
-from listeners.conf_file import parse_properties
-from listeners.config import ConfigError, GatewayConfig, parse_key_url, validate_raw
-from lookup.errors import FailureKind, ServerError
-from lookup.selection import ChoiceSource, ListenerChoice
+from pulsar_lookup_gateway.listeners.conf_file import parse_properties
+from pulsar_lookup_gateway.listeners.config import (
+    ConfigError,
+    GatewayConfig,
+    parse_key_url,
+    validate_raw,
+)
+from pulsar_lookup_gateway.lookup.errors import FailureKind, ServerError
+from pulsar_lookup_gateway.lookup.selection import ChoiceSource, ListenerChoice
 
 SECRET = bytes(range(32))
 OTHER_SECRET = bytes(range(1, 33))

@@ -8,11 +8,22 @@ from typing import Any
 
 import pytest
 
-from lookup.authorization import LOOKUP_ACTIONS, LookupAuthorizer, can_lookup, grants
-from lookup.errors import FailureKind, LookupFailure, MalformedNode, NodeNotLoaded, ServerError
-from lookup.model import AuthPolicies, parse_policies, parse_tenant
-from lookup.topics import TopicName
-from lookup.view import ClusterView
+from pulsar_lookup_gateway.lookup.authorization import (
+    LOOKUP_ACTIONS,
+    LookupAuthorizer,
+    can_lookup,
+    grants,
+)
+from pulsar_lookup_gateway.lookup.errors import (
+    FailureKind,
+    LookupFailure,
+    MalformedNode,
+    NodeNotLoaded,
+    ServerError,
+)
+from pulsar_lookup_gateway.lookup.model import AuthPolicies, parse_policies, parse_tenant
+from pulsar_lookup_gateway.lookup.topics import TopicName
+from pulsar_lookup_gateway.lookup.view import ClusterView
 
 TOPIC = "persistent://acme/orders/created"
 POLICIES = "/admin/policies/acme/orders"

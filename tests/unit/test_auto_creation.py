@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from lookup.auto_creation import (
+from pulsar_lookup_gateway.lookup.auto_creation import (
     AskBroker,
     AutoCreationSettings,
     CreationOverride,
@@ -22,9 +22,9 @@ from lookup.auto_creation import (
     default_partitions,
     lookup_allowed,
 )
-from lookup.errors import FailureKind, LookupFailure, MalformedNode
-from lookup.topics import NamespaceName, TopicName
-from lookup.view import ClusterView
+from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure, MalformedNode
+from pulsar_lookup_gateway.lookup.topics import NamespaceName, TopicName
+from pulsar_lookup_gateway.lookup.view import ClusterView
 
 T = TopicName.parse("persistent://public/default/t")
 PART = TopicName.parse("persistent://public/default/t-partition-1")

@@ -6,7 +6,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lookup.bundles import FULL_UPPER, BundleRange, NamespaceBundles, topic_hash
+from pulsar_lookup_gateway.lookup.bundles import (
+    FULL_UPPER,
+    BundleRange,
+    NamespaceBundles,
+    topic_hash,
+)
 
 FOUR = NamespaceBundles.from_strings(
     ["0x00000000", "0x40000000", "0x80000000", "0xc0000000", "0xffffffff"], 4

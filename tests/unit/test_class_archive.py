@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from zones.class_archive import ClassArchive, ClassArchiveError
+from pulsar_lookup_gateway.zones.class_archive import ClassArchive, ClassArchiveError
 
 
 @pytest.mark.parametrize("name", ["has space.jsa", "quo'te.jsa", 'dq"uote.jsa', "back\\slash", ""])

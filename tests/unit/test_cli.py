@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from gateway.cli import main
-from lookup.topics import TopicName
+from pulsar_lookup_gateway.gateway.cli import main
+from pulsar_lookup_gateway.lookup.topics import TopicName
+from pulsar_lookup_gateway.tls.material import Pkcs12Keystore
 from tests.processes import EXE, ROOT
-from tls.material import Pkcs12Keystore
 
 DEMO = f"file:{ROOT / 'configs' / 'demo-cluster.json'}"
 CONFIGS = sorted((ROOT / "configs").glob("*.conf"))

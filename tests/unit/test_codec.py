@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from listeners.protocol import codec
-from listeners.protocol.codec import (
+from pulsar_lookup_gateway.listeners.protocol import codec
+from pulsar_lookup_gateway.listeners.protocol.codec import (
     DEFAULT_MAX_FRAME_SIZE,
     BaseCommand,
     Command,
@@ -25,11 +25,11 @@ from listeners.protocol.codec import (
     ServerError,
     UnknownCommand,
 )
-from listeners.protocol.pulsar_api_pb2 import (
+from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import (
     CommandPartitionedTopicMetadataResponse,
     FeatureFlags,
 )
-from listeners.protocol.wire import bytes_field, varint_field
+from pulsar_lookup_gateway.listeners.protocol.wire import bytes_field, varint_field
 
 # --- building peer bytes by hand -------------------------------------------------------------
 

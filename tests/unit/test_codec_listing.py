@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from listeners.protocol import codec
-from listeners.protocol.codec import BaseCommand, FeatureFlags, FrameDecoder, Schema
-from listeners.protocol.pulsar_api_pb2 import CommandGetTopicsOfNamespace
+from pulsar_lookup_gateway.listeners.protocol import codec
+from pulsar_lookup_gateway.listeners.protocol.codec import (
+    BaseCommand,
+    FeatureFlags,
+    FrameDecoder,
+    Schema,
+)
+from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import CommandGetTopicsOfNamespace
 
 
 def decoded(frame: bytes) -> BaseCommand:

@@ -8,8 +8,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from listeners.conf_file import closest_key, parse_properties, read_config_file
-from listeners.config import (
+from pulsar_lookup_gateway.listeners.conf_file import (
+    closest_key,
+    parse_properties,
+    read_config_file,
+)
+from pulsar_lookup_gateway.listeners.config import (
     KNOWN_KEYS,
     ConfigError,
     GatewayConfig,
@@ -17,7 +21,7 @@ from listeners.config import (
     load_config,
     validate_raw,
 )
-from listeners.endpoints import Scheme
+from pulsar_lookup_gateway.listeners.endpoints import Scheme
 
 BASE = "metadataStoreUrl=zk:127.0.0.1:2181\n"
 TWO = "advertisedListeners=internal:pulsar://10.0.0.1:6650,external:pulsar://gw.example.com:6650\n"

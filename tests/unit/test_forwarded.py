@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from listeners.forwarded import forwarded_for
-from lookup.networks import NetworkTable, parse_cidr
+from pulsar_lookup_gateway.listeners.forwarded import forwarded_for
+from pulsar_lookup_gateway.lookup.networks import NetworkTable, parse_cidr
 
 TRUSTED = NetworkTable.build(
     (parse_cidr(cidr), True) for cidr in ("10.0.0.0/24", "127.0.0.1/32", "2001:db8:ffff::/48")

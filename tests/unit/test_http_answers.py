@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from http_api.app import lookup_data, redirect_location
-from http_api.errors import STATUS, failure_response
-from lookup.bundles import BundleRange
-from lookup.errors import FailureKind, InvalidTopicName, LookupFailure
-from lookup.resolve import BrokerUrls, LookupAnswer, ResponseKind
-from lookup.selection import ChoiceSource, ListenerChoice
-from lookup.topics import TopicName
+from pulsar_lookup_gateway.http_api.app import lookup_data, redirect_location
+from pulsar_lookup_gateway.http_api.errors import STATUS, failure_response
+from pulsar_lookup_gateway.lookup.bundles import BundleRange
+from pulsar_lookup_gateway.lookup.errors import FailureKind, InvalidTopicName, LookupFailure
+from pulsar_lookup_gateway.lookup.resolve import BrokerUrls, LookupAnswer, ResponseKind
+from pulsar_lookup_gateway.lookup.selection import ChoiceSource, ListenerChoice
+from pulsar_lookup_gateway.lookup.topics import TopicName
 
 EXPECTED_STATUS = {
     FailureKind.INVALID_TOPIC: 400,

@@ -1,5 +1,6 @@
-"""The house rules, read from the sources with `ast`: every import between the project's
-folders runs downward (README: Architecture), and the pure core stays free of I/O libraries."""
+"""The house rules, read from the sources with `ast`: the project is imported by its one name,
+every import between the project's folders runs downward (README: Architecture), and the pure
+core stays free of I/O libraries."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+#: The one top-level name the distribution installs; the floors are its subpackages.
+IMPORT_NAME = "pulsar_lookup_gateway"
 
 #: Each floor and the floors it may import, top to bottom.
 MAY_IMPORT: dict[str, frozenset[str]] = {
@@ -42,20 +45,48 @@ def sources(place: str) -> Iterator[Path]:
     yield from [path] if path.suffix == ".py" else sorted(path.rglob("*.py"))
 
 
-def imported(path: Path) -> Iterator[tuple[int, str]]:
-    """(line, top-level package) of every import in the file, at any depth of the code."""
+def imported_modules(path: Path) -> Iterator[tuple[int, str]]:
+    """(line, dotted module) of every import in the file, at any depth of the code."""
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                yield node.lineno, alias.name.partition(".")[0]
+                yield node.lineno, alias.name
         elif isinstance(node, ast.ImportFrom):
             assert node.level == 0, f"{path}:{node.lineno}: relative import"
-            yield node.lineno, (node.module or "").partition(".")[0]
+            yield node.lineno, node.module or ""
+
+
+def imported(path: Path) -> Iterator[tuple[int, str]]:
+    """(line, floor or outside package) of every import: `pulsar_lookup_gateway.lookup.x` is
+    the floor `lookup`; anything else is named by its top-level package."""
+    for line, module in imported_modules(path):
+        top, _, rest = module.partition(".")
+        yield line, rest.partition(".")[0] if top == IMPORT_NAME and rest else top
 
 
 def test_every_floor_of_the_house_is_listed() -> None:
-    packages = {p.parent.name for p in ROOT.glob("*/__init__.py")} - {"tests", "bench"}
+    packages = {p.parent.name for p in ROOT.glob("*/__init__.py")} - {"tests", "bench", IMPORT_NAME}
     assert packages == set(MAY_IMPORT)
+
+
+def test_the_import_name_holds_every_floor() -> None:
+    """Each floor is reachable as `pulsar_lookup_gateway.<floor>`, and as nothing else."""
+    package = ROOT / IMPORT_NAME
+    assert {p.name for p in package.iterdir() if (p / "__init__.py").exists()} == set(MAY_IMPORT)
+    for floor in MAY_IMPORT:
+        assert (package / floor).resolve() == (ROOT / floor).resolve()
+
+
+@pytest.mark.parametrize("place", [*sorted(MAY_IMPORT), "tests", "bench"])
+def test_the_project_is_imported_by_its_one_name(place: str) -> None:
+    """A bare `import lookup` would load a second copy of the module, or another project's."""
+    bare = [
+        f"{path.relative_to(ROOT)}:{line} imports {module}"
+        for path in sources(place)
+        for line, module in imported_modules(path)
+        if module.partition(".")[0] in MAY_IMPORT
+    ]
+    assert bare == []
 
 
 @pytest.mark.parametrize("floor", sorted(MAY_IMPORT))
@@ -85,6 +116,7 @@ def test_the_rules_catch_a_forbidden_import(tmp_path: Path) -> None:
     """The walker sees imports inside functions too, where a lazy import would hide."""
     module = tmp_path / "m.py"
     module.write_text(
-        "def f():\n    from kazoo.client import KazooClient\n    import gateway.cli\n"
+        "def f():\n    from kazoo.client import KazooClient\n"
+        "    import pulsar_lookup_gateway.gateway.cli\n    import lookup\n"
     )
-    assert [package for _line, package in imported(module)] == ["kazoo", "gateway"]
+    assert [package for _line, package in imported(module)] == ["kazoo", "gateway", "lookup"]

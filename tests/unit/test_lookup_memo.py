@@ -9,16 +9,16 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from listeners.lookup_memo import (
+from pulsar_lookup_gateway.listeners.lookup_memo import (
     LOOKUP_HEAD,
     AnswerTemplate,
     LookupMemo,
     answer_run,
     split_lookup,
 )
-from listeners.protocol import codec
-from listeners.protocol.codec import BaseCommand, FrameDecoder, LookupType
-from listeners.protocol.wire import bytes_field, encode_varint, varint_field
+from pulsar_lookup_gateway.listeners.protocol import codec
+from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand, FrameDecoder, LookupType
+from pulsar_lookup_gateway.listeners.protocol.wire import bytes_field, encode_varint, varint_field
 
 REQUEST_IDS = st.integers(0, 2**64 - 1)
 TOPICS = st.text(max_size=300)

@@ -4,8 +4,8 @@ from typing import Any
 
 import pytest
 
-from lookup.errors import FailureKind, MalformedNode, NodeNotLoaded
-from lookup.model import (
+from pulsar_lookup_gateway.lookup.errors import FailureKind, MalformedNode, NodeNotLoaded
+from pulsar_lookup_gateway.lookup.model import (
     decode_json,
     parse_broker,
     parse_leader,
@@ -13,9 +13,9 @@ from lookup.model import (
     parse_partitioned,
     parse_policies,
 )
-from lookup.topics import NamespaceName, TopicName
-from lookup.view import ClusterView, SplitView
-from metadata_store.synthetic import broker_node
+from pulsar_lookup_gateway.lookup.topics import NamespaceName, TopicName
+from pulsar_lookup_gateway.lookup.view import ClusterView, SplitView
+from pulsar_lookup_gateway.metadata_store.synthetic import broker_node
 
 PATH = "/loadbalance/brokers/b1:8080"
 

@@ -7,7 +7,7 @@ import ipaddress
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lookup.networks import Address, Network, NetworkTable, parse_address
+from pulsar_lookup_gateway.lookup.networks import Address, Network, NetworkTable, parse_address
 
 V4 = st.builds(
     lambda address, length: ipaddress.ip_network(f"{address}/{length}", strict=False),

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lookup.errors import FailureKind, LookupFailure
-from lookup.model import parse_broker
-from lookup.protocol_data import (
+from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
+from pulsar_lookup_gateway.lookup.model import parse_broker
+from pulsar_lookup_gateway.lookup.protocol_data import (
     AdvertisedEndpoint,
     Endpoint,
     endpoints_text,
@@ -21,10 +21,10 @@ from lookup.protocol_data import (
     resolve_protocol,
     select_endpoints,
 )
-from lookup.selection import ChoiceSource, ListenerChoice
-from lookup.topics import TopicName
-from lookup.view import ClusterView
-from metadata_store.synthetic import broker_id, cluster, topic_in_range
+from pulsar_lookup_gateway.lookup.selection import ChoiceSource, ListenerChoice
+from pulsar_lookup_gateway.lookup.topics import TopicName
+from pulsar_lookup_gateway.lookup.view import ClusterView
+from pulsar_lookup_gateway.metadata_store.synthetic import broker_id, cluster, topic_in_range
 
 FIRST, LAST = "0x00000000_0x40000000", "0xc0000000_0xffffffff"
 IN_FIRST = TopicName.parse(topic_in_range(0, 0x40000000))

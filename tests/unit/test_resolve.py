@@ -7,17 +7,23 @@ from typing import Any
 
 import pytest
 
-from lookup.errors import FailureKind, LookupFailure, ServerError
-from lookup.resolve import (
+from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure, ServerError
+from pulsar_lookup_gateway.lookup.resolve import (
     ResolvePolicy,
     ResponseKind,
     resolve,
     resolve_partitions,
 )
-from lookup.selection import ChoiceSource, ListenerChoice
-from lookup.topics import TopicName
-from lookup.view import ClusterView
-from metadata_store.synthetic import broker_id, broker_node, cluster, ownership_node, topic_in_range
+from pulsar_lookup_gateway.lookup.selection import ChoiceSource, ListenerChoice
+from pulsar_lookup_gateway.lookup.topics import TopicName
+from pulsar_lookup_gateway.lookup.view import ClusterView
+from pulsar_lookup_gateway.metadata_store.synthetic import (
+    broker_id,
+    broker_node,
+    cluster,
+    ownership_node,
+    topic_in_range,
+)
 
 FIRST, SECOND, LAST = "0x00000000_0x40000000", "0x40000000_0x80000000", "0xc0000000_0xffffffff"
 IN_FIRST = TopicName.parse(topic_in_range(0, 0x40000000))

@@ -7,10 +7,10 @@ import struct
 
 import pytest
 
-from http_api.schemas import schema_json, version_bytes
-from listeners.protocol import codec
-from listeners.protocol.codec import Schema
-from listeners.protocol.pulsar_api_pb2 import CommandGetSchemaResponse
+from pulsar_lookup_gateway.http_api.schemas import schema_json, version_bytes
+from pulsar_lookup_gateway.listeners.protocol import codec
+from pulsar_lookup_gateway.listeners.protocol.codec import Schema
+from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import CommandGetSchemaResponse
 
 AVRO = '{"type":"record","name":"R","fields":[]}'
 

@@ -2,7 +2,12 @@ from __future__ import annotations
 
 import pytest
 
-from lookup.selection import ChoiceSource, ClientRoutes, ListenerChoice, choose_listener
+from pulsar_lookup_gateway.lookup.selection import (
+    ChoiceSource,
+    ClientRoutes,
+    ListenerChoice,
+    choose_listener,
+)
 
 E, H, S = ChoiceSource.EXPLICIT, ChoiceSource.HEADER, ChoiceSource.SOCKET
 INT = ChoiceSource.INTERNAL
@@ -34,8 +39,8 @@ def test_precedence(
 
 
 async def test_metric_labels_use_only_declared_listener_names() -> None:
-    from lookup.service import UNDECLARED, LookupService
-    from metadata_store.file import FileSource
+    from pulsar_lookup_gateway.lookup.service import UNDECLARED, LookupService
+    from pulsar_lookup_gateway.metadata_store.file import FileSource
 
     service = LookupService(FileSource("unused.json"), declared_listeners=["internal"])
     assert service._label("internal") == "internal"

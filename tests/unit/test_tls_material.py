@@ -16,11 +16,11 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from tls.context import build_context, check_options, load_material, sealed
-from tls.devcerts import DevCA, certificate_pem, key_pem, write_dev_certs
-from tls.errors import TlsConfigError
-from tls.material import Material, PemFiles, PemTrustFile, Pkcs12Keystore
-from tls.settings import TlsSettings
+from pulsar_lookup_gateway.tls.context import build_context, check_options, load_material, sealed
+from pulsar_lookup_gateway.tls.devcerts import DevCA, certificate_pem, key_pem, write_dev_certs
+from pulsar_lookup_gateway.tls.errors import TlsConfigError
+from pulsar_lookup_gateway.tls.material import Material, PemFiles, PemTrustFile, Pkcs12Keystore
+from pulsar_lookup_gateway.tls.settings import TlsSettings
 
 EXPIRES = datetime(2031, 2, 3, 4, 5, 6, tzinfo=UTC)
 

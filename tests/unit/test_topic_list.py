@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lookup.errors import NodeNotLoaded
-from lookup.topic_list import (
+from pulsar_lookup_gateway.lookup.errors import NodeNotLoaded
+from pulsar_lookup_gateway.lookup.topic_list import (
     TopicLister,
     compile_topics_pattern,
     crc32c,
@@ -15,8 +15,8 @@ from lookup.topic_list import (
     persistent_topics,
     topics_hash,
 )
-from lookup.topics import NamespaceName, TopicName
-from lookup.view import ClusterView
+from pulsar_lookup_gateway.lookup.topics import NamespaceName, TopicName
+from pulsar_lookup_gateway.lookup.view import ClusterView
 
 NS = NamespaceName("public", "default")
 LEDGERS = "/managed-ledgers/public/default/persistent"

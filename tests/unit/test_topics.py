@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lookup.errors import FailureKind, InvalidTopicName, ServerError
-from lookup.topics import MAX_TOPIC_NAME_BYTES, TopicDomain, TopicName
+from pulsar_lookup_gateway.lookup.errors import FailureKind, InvalidTopicName, ServerError
+from pulsar_lookup_gateway.lookup.topics import MAX_TOPIC_NAME_BYTES, TopicDomain, TopicName
 
 
 @pytest.mark.parametrize(

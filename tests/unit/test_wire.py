@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from listeners.protocol.pulsar_api_pb2 import CommandLookupTopic
-from listeners.protocol.wire import (
+from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import CommandLookupTopic
+from pulsar_lookup_gateway.listeners.protocol.wire import (
     bytes_field,
     encode_varint,
     iter_fields,

@@ -10,10 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from zones.chart import AXIS_LABEL, share_data, share_figure
-from zones.cli import show_progress
-from zones.inputs import check_outputs, check_topics
-from zones.pairs import CONNECT, FAILED, REDIRECT, SummaryRow, Zone, ZonesError
+from pulsar_lookup_gateway.zones.chart import AXIS_LABEL, share_data, share_figure
+from pulsar_lookup_gateway.zones.cli import show_progress
+from pulsar_lookup_gateway.zones.inputs import check_outputs, check_topics
+from pulsar_lookup_gateway.zones.pairs import (
+    CONNECT,
+    FAILED,
+    REDIRECT,
+    SummaryRow,
+    Zone,
+    ZonesError,
+)
 
 
 def write(path: Path, text: str) -> str:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lookup.resolve import ResolvePolicy
-from lookup.view import ClusterView
-from zones.pairs import (
+from pulsar_lookup_gateway.lookup.resolve import ResolvePolicy
+from pulsar_lookup_gateway.lookup.view import ClusterView
+from pulsar_lookup_gateway.zones.pairs import (
     COLUMNS,
     ENDPOINTS_COLUMN,
     Zone,

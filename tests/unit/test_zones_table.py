@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from lookup.bundles import topic_hash
-from lookup.resolve import ResolvePolicy
-from lookup.topics import NamespaceName, TopicDomain, TopicName
-from lookup.view import ClusterView
-from metadata_store.synthetic import broker_id, cluster
-from zones.answer_table import (
+from pulsar_lookup_gateway.lookup.bundles import topic_hash
+from pulsar_lookup_gateway.lookup.resolve import ResolvePolicy
+from pulsar_lookup_gateway.lookup.topics import NamespaceName, TopicDomain, TopicName
+from pulsar_lookup_gateway.lookup.view import ClusterView
+from pulsar_lookup_gateway.metadata_store.synthetic import broker_id, cluster
+from pulsar_lookup_gateway.zones.answer_table import (
     ANSWER_COLUMNS,
     DOMAINS,
     AnswerTable,
@@ -23,7 +23,7 @@ from zones.answer_table import (
     representative,
     summary_counts,
 )
-from zones.pairs import COLUMNS, Zone, resolve_pairs
+from pulsar_lookup_gateway.zones.pairs import COLUMNS, Zone, resolve_pairs
 
 ZONES = (Zone("dc", "internal"), Zone("internet", "external", tls=True), Zone("x", "nowhere"))
 SPLIT = ["0x00000000", "0x00000001", "0x00000100", "0x7fffffff", "0x80000000", "0xffffffff"]
