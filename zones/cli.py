@@ -250,7 +250,7 @@ def run(args: argparse.Namespace) -> int:
     # Spark, Arrow and matplotlib load here, once the inputs are known to be good; matplotlib
     # (a second) in the background while Spark's JVM starts.
     chart = ThreadPoolExecutor(1, thread_name_prefix="load-matplotlib")
-    chart_module = chart.submit(importlib.import_module, "zones.chart")
+    chart_module = chart.submit(importlib.import_module, "pulsar_lookup_gateway.zones.chart")
     chart.shutdown(wait=False)
     from pyspark.errors import AnalysisException
 
