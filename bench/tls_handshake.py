@@ -41,7 +41,7 @@ from typing import Any
 from bench.common import cluster_snapshot, cpu_seconds, measured_window, percentile, receive
 from pulsar_lookup_gateway.http_api.app import build_app
 from pulsar_lookup_gateway.http_api.server import HttpServer
-from pulsar_lookup_gateway.listeners.binary_server import BinaryServer, BinarySettings
+from pulsar_lookup_gateway.listeners.binary import BinaryServer, BinarySettings
 from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
 from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand, LookupType

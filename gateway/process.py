@@ -12,13 +12,14 @@ import signal
 import ssl
 from typing import Any, Protocol
 
+from pulsar_lookup_gateway.gateway import factories
 from pulsar_lookup_gateway.gateway.logs import ACCESS_LOGGER
 from pulsar_lookup_gateway.gateway.version import gateway_version
 from pulsar_lookup_gateway.http_api.app import build_app
 from pulsar_lookup_gateway.http_api.server import HttpServer
 from pulsar_lookup_gateway.listeners.auth import Authenticator
-from pulsar_lookup_gateway.listeners.binary_server import BinaryServer, BinarySettings
-from pulsar_lookup_gateway.listeners.broker_link import BrokerLink, LinkSettings
+from pulsar_lookup_gateway.listeners.binary import BinaryServer
+from pulsar_lookup_gateway.listeners.broker_link import BrokerLink
 from pulsar_lookup_gateway.listeners.config import GatewayConfig
 from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
 from pulsar_lookup_gateway.lookup.authorization import LookupAuthorizer
@@ -83,7 +84,7 @@ class Gateway:
                 evaluate_patterns=config.enable_broker_side_subscription_pattern_evaluation,
             ),
         )
-        self.broker_link = BrokerLink(self.service, LinkSettings.from_config(config))
+        self.broker_link = BrokerLink(self.service, factories.link_settings(config))
         self._metrics_refresh: asyncio.Task[None] | None = None
         self.servers: list[tuple[SocketSpec, Server]] = []
         # Authentication: providers and keys are loaded by start().
@@ -104,7 +105,7 @@ class Gateway:
         # Token keys too (AuthConfigError names the key that does not load).
         if self.authenticator is None:
             self.authenticator = await asyncio.to_thread(
-                Authenticator.from_config, self.config, registry=self.service.metrics.registry
+                factories.authenticator, self.config, registry=self.service.metrics.registry
             )
         if self.config.cluster_name is None:
             log.warning(
@@ -138,7 +139,7 @@ class Gateway:
 
     def _server_for(self, spec: SocketSpec, context: ssl.SSLContext | None) -> Server:
         if spec.endpoint.scheme.is_binary:
-            settings = BinarySettings.from_config(self.config, spec.listener)
+            settings = factories.binary_settings(self.config, spec.listener)
             if self.reuse_port:
                 settings = dataclasses.replace(settings, reuse_port=True)
             return BinaryServer(

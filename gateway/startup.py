@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from pulsar_lookup_gateway.console.exit_codes import EXIT_FAILED, EXIT_OK
+from pulsar_lookup_gateway.gateway import factories
 from pulsar_lookup_gateway.gateway.logs import (
     ACCESS_LOGGER,
     JsonFormatter,
     resolve_level,
     text_formatter,
 )
-from pulsar_lookup_gateway.listeners.auth import AuthConfigError, Authenticator
+from pulsar_lookup_gateway.listeners.auth import AuthConfigError
 from pulsar_lookup_gateway.listeners.config import (
     ConfigError,
     GatewayConfig,
@@ -110,7 +111,7 @@ def host_problems(config: GatewayConfig) -> list[str]:
         except TlsConfigError as exc:  # names the listener, key and file; never a password
             problems.append(str(exc))
     try:
-        Authenticator.from_config(config)
+        factories.authenticator(config)
     except AuthConfigError as exc:
         problems.append(str(exc))
     url = config.metadata_store_url

@@ -49,7 +49,6 @@ from pulsar_lookup_gateway.listeners.config import (
     SECRET_KEY_ALGORITHM,
     TLS_PROVIDER,
     TOKEN_PROVIDER,
-    GatewayConfig,
     parse_key_url,
 )
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
@@ -176,34 +175,6 @@ class TokenAuthenticationProvider:
         # "aud" only, and failing any token that has one when no audience is configured) is off.
         self._jwt = jwt.PyJWT(options={"verify_aud": False, "verify_signature": True})
 
-    @classmethod
-    def from_config(cls, config: GatewayConfig) -> TokenAuthenticationProvider:
-        if config.token_secret_key is not None:
-            secret = _read_key("tokenSecretKey", config.token_secret_key)
-            if len(secret) < MIN_SECRET_BYTES:
-                raise AuthConfigError(
-                    f"tokenSecretKey: an HS256 secret needs at least {MIN_SECRET_BYTES} bytes, "
-                    f"this has {len(secret)}"
-                )
-            key: bytes | rsa.RSAPublicKey | ec.EllipticCurvePublicKey = secret
-            algorithm = SECRET_KEY_ALGORITHM
-        elif config.token_public_key is not None:
-            algorithm = config.token_public_alg
-            key = load_public_key(
-                _read_key("tokenPublicKey", config.token_public_key), algorithm, "tokenPublicKey"
-            )
-        else:
-            raise AuthConfigError(
-                "tokenSecretKey: the token provider needs tokenSecretKey or tokenPublicKey"
-            )
-        return cls(
-            key,
-            algorithm,
-            role_claim=config.token_auth_claim,
-            audience_claim=config.token_audience_claim,
-            audience=config.token_audience,
-        )
-
     def authenticate(self, credentials: Credentials) -> Identity:
         if not credentials.data:
             raise self._failed("no token was presented", "no-credentials")
@@ -265,7 +236,8 @@ class TokenAuthenticationProvider:
         return AuthenticationFailed(reason, code, self.provider_name, self.method)
 
 
-def _read_key(key: str, value: str) -> bytes:
+def read_key(key: str, value: str) -> bytes:
+    """The bytes of a key given as data:, file: or a path; AuthConfigError names `key`."""
     try:
         url = parse_key_url(value)
     except ValueError as exc:
@@ -469,37 +441,6 @@ class Authenticator:
             raise AuthConfigError(
                 "authenticationProviders: authentication is required but no provider is set"
             )
-
-    @classmethod
-    def from_config(
-        cls, config: GatewayConfig, *, registry: CollectorRegistry | None = None
-    ) -> Authenticator:
-        """Load the providers (reads key files); AuthConfigError names a key that does not
-        load. Providers are loaded only when some socket requires authentication."""
-        required = {
-            name: own
-            for name, settings in config.listener_settings.items()
-            if (own := settings.authentication_required) is not None
-        }
-        providers: list[AuthenticationProvider] = []
-        if config.authentication_enabled or any(required.values()):
-            for name in config.authentication_providers:
-                if name == TOKEN_PROVIDER:
-                    providers.append(TokenAuthenticationProvider.from_config(config))
-                elif name == TLS_PROVIDER:
-                    providers.append(TlsAuthenticationProvider())
-        allowed = {
-            name: names
-            for name, settings in config.listener_settings.items()
-            if (names := settings.allowed_listener_names) is not None
-        }
-        return cls(
-            providers,
-            enabled=config.authentication_enabled,
-            required=required,
-            allowed_names=allowed,
-            registry=registry,
-        )
 
     def for_listener(self, listener: str | None) -> ListenerGuard:
         required = self._required.get(listener, self.enabled) if listener else self.enabled

@@ -53,7 +53,7 @@ from urllib.parse import unquote, urlsplit
 
 from google.protobuf.descriptor import FieldDescriptor
 
-from pulsar_lookup_gateway.listeners.config import TOKEN_PROVIDER, GatewayConfig
+from pulsar_lookup_gateway.listeners.config import TOKEN_PROVIDER
 from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.listeners.protocol.codec import (
     BaseCommand,
@@ -127,21 +127,6 @@ class LinkSettings:
     max_in_flight_per_broker: int = MAX_IN_FLIGHT_PER_BROKER
     max_connections: int = MAX_CONNECTIONS
     failure_cooldown: float = FAILURE_COOLDOWN
-
-    @classmethod
-    def from_config(cls, config: GatewayConfig) -> LinkSettings:
-        secret = config.broker_client_authentication_parameters
-        token = None
-        if config.broker_client_authentication_plugin == TOKEN_PROVIDER and secret is not None:
-            token = secret.get_secret_value().strip()
-        return cls(
-            tls=config.tls_enabled_with_broker,
-            trust_certs_file=config.broker_client_trust_certs_file_path,
-            verify_hostname=config.tls_hostname_verification_enabled,
-            token=token,
-            forward_credentials=config.forward_authorization_credentials,
-            internal_listener=config.internal_listener_name,
-        )
 
     def ssl_context(self) -> ssl.SSLContext | None:
         if not self.tls:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import BaseCommand
-from pulsar_lookup_gateway.listeners.protocol.wire import encode_varint
+from pulsar_lookup_gateway.listeners.protocol.wire import encode_varint, read_varint
 
 #: BaseCommand field 1 (type) = LOOKUP (23), then field 23 (lookupTopic), length-delimited.
 LOOKUP_HEAD = b"\x08\x17\xba\x01"
@@ -46,20 +46,6 @@ MAX_ENTRIES = 65_536  # per listener choice; more starts that memo over
 MAX_KEY_BYTES = 32 * 1024 * 1024  # all keys together (they are client bytes)
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int] | None:
-    """(value, position after it), or None for a truncated or over-long varint."""
-    value = shift = 0
-    end = len(data)
-    while pos < end and shift < 64:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-    return None
-
-
 def split_lookup(body: bytes) -> tuple[bytes, bytes] | None:
     """(key, request id) of a serialized BaseCommand that is a LOOKUP in canonical shape, the
     key being its lookupTopic body without the request id field, and the request id its varint
@@ -73,7 +59,7 @@ def split_lookup(body: bytes) -> tuple[bytes, bytes] | None:
     if length < 0x80:
         start = 5
     else:
-        read = _varint(body, 4)
+        read = read_varint(body, 4)
         if read is None:
             return None
         length, start = read
@@ -83,7 +69,7 @@ def split_lookup(body: bytes) -> tuple[bytes, bytes] | None:
     if topic_length < 0x80:
         topic_end = start + 2 + topic_length
     else:
-        read = _varint(body, start + 1)
+        read = read_varint(body, start + 1)
         if read is None:
             return None
         topic_end = read[1] + read[0]

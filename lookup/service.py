@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable, Collection
 from typing import TypeVar
 
+from pulsar_lookup_gateway.lookup.admission import Admission
+from pulsar_lookup_gateway.lookup.answer_cache import AnswerCache
 from pulsar_lookup_gateway.lookup.authorization import LookupAuthorizer
 from pulsar_lookup_gateway.lookup.auto_creation import (
     AutoCreationSettings,
@@ -26,7 +28,6 @@ from pulsar_lookup_gateway.lookup.auto_creation import (
 )
 from pulsar_lookup_gateway.lookup.bundles import BundleRange
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure, NodeNotLoaded
-from pulsar_lookup_gateway.lookup.log_throttle import LogThrottle
 from pulsar_lookup_gateway.lookup.metrics import LookupMetrics, LookupTally
 from pulsar_lookup_gateway.lookup.protocol_data import ProtocolAnswer, resolve_protocol
 from pulsar_lookup_gateway.lookup.resolve import (
@@ -56,11 +57,6 @@ T = TypeVar("T")
 # One lookup reads a handful of nodes; more fetches than this means the data keeps changing
 # under us (or a bug), and the client is better served by an error it can retry.
 MAX_FETCHES_PER_LOOKUP = 64
-# The answers and authorization results kept for the current view, bounded by the bytes of the
-# names in them (clients choose the names) as well as by count; at either bound they start over.
-MAX_CACHED_ANSWERS = 100_000
-MAX_CACHED_BYTES = 32 * 1024 * 1024
-ENTRY_OVERHEAD = 200  # bytes of one entry besides its name: dict slot, key tuple, answer share
 UNDECLARED = "undeclared"  # metric label for a listener name the config does not declare
 MAX_PROTOCOL_DATA_LOGGED = 1024  # unreadable protocol data strings remembered as logged
 
@@ -84,25 +80,33 @@ class LookupService:
         self.authorizer = authorizer  # None: authorization is off
         self.policy = policy or ResolvePolicy()
         self.internal_listener = internal_listener
-        self.max_concurrent = max_concurrent
         self.metrics = metrics or LookupMetrics()
+        self.admission = Admission(max_concurrent, self.metrics, log)
         self.metrics.watch_source(lambda: self.source.status())
         # Read at scrape time (or once a second with --workers): two locked updates per lookup
         # cost more than the lookup itself.
-        self.metrics.live(self.metrics.pending, lambda: float(self.pending))
+        self.metrics.live(self.metrics.pending, lambda: float(self.admission.pending))
         self.metrics.max_concurrent.set(max_concurrent)
-        self.pending = 0
-        self.overloaded = LogThrottle(log, logging.INFO)
         # Listener names come from clients: label only declared ones, so metrics stay bounded.
         self.declared_listeners = (
             frozenset(declared_listeners) if declared_listeners is not None else None
         )
-        self._answers: dict[tuple[str, ListenerChoice], LookupAnswer] = {}
-        # (role, topic) pairs found authorized in the current view; dropped with the answers.
-        self._allowed: set[tuple[str, str]] = set()
-        self._cached_bytes = 0  # names held by _answers and _allowed, plus ENTRY_OVERHEAD each
-        self._answers_view: ClusterView | None = None
-        self._answers_version = -1
+        self._cache: AnswerCache[LookupAnswer] = AnswerCache()
+
+    @property
+    def pending(self) -> int:
+        """Requests in flight (maxConcurrentLookupRequest counts them)."""
+        return self.admission.pending
+
+    @property
+    def max_concurrent(self) -> int:
+        return self.admission.max_concurrent
+
+    @property
+    def logs_each_answer(self) -> bool:
+        """Whether every answered lookup is logged (DEBUG): a front end that answers warm
+        lookups itself must then leave them to lookup(), which writes the line."""
+        return log.isEnabledFor(logging.DEBUG)
 
     def choose(
         self,
@@ -140,26 +144,25 @@ class LookupService:
         every refused lookup at INFO, every answered one at DEBUG)."""
         labels = self._labels(choice, protocol)
         started = time.perf_counter()
-        self._admit(labels)
-        self.pending += 1
+        admission = self.admission
+        admission.admit(labels)
+        admission.pending += 1
         try:
             if role is not None and self.authorizer is not None:
                 await self.authorize(topic, role)
             key = (topic if isinstance(topic, str) else topic.full, choice)
-            answer = self._answers_now().get(key)
+            answer = self._cache.answers(self.source.view).get(key)
             if answer is None:
                 name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
                 policy = self.policy
                 answer = await self._read(lambda view: resolve(name, choice, view, policy))
-                cache = self._answers_now()  # the view the answer was just read from
-                self._make_room(len(cache), len(key[0]))
-                cache[key] = answer
+                self._cache.add_answer(self.source.view, key, answer)
         except LookupFailure as exc:
             self.metrics.failures.labels(*labels, exc.code.name).inc()
             self.log_refused(protocol, client, choice, topic, exc)
             raise
         finally:
-            self.pending -= 1
+            admission.pending -= 1
         self.metrics.tally(labels).answered(
             time.perf_counter() - started, answer.response is ResponseKind.CONNECT
         )
@@ -193,30 +196,9 @@ class LookupService:
             outcome = failure.code.name
             _log_lookup(logging.INFO, protocol, client, choice, topic, outcome, failure.message)
 
-    def _answers_now(self) -> dict[tuple[str, ListenerChoice], LookupAnswer]:
-        """Answers resolved from the current view. resolve() is pure, so an answer holds until
-        the view changes (every write bumps its version; a source may replace the view)."""
-        view = self.source.view
-        if self._answers_view is not view or self._answers_version != view.version:
-            self._answers.clear()
-            self._allowed.clear()
-            self._cached_bytes = 0
-            self._answers_view = view
-            self._answers_version = view.version
-        return self._answers
-
-    def _make_room(self, entries: int, name_length: int) -> None:
-        """Account one more cached entry; start both caches over when a bound is reached."""
-        size = name_length + ENTRY_OVERHEAD
-        if entries >= MAX_CACHED_ANSWERS or self._cached_bytes + size > MAX_CACHED_BYTES:
-            self._answers.clear()
-            self._allowed.clear()
-            self._cached_bytes = 0
-        self._cached_bytes += size
-
     @property
     def cached_bytes(self) -> int:
-        return self._cached_bytes
+        return self._cache.cached_bytes
 
     def _label(self, listener: str | None) -> str:
         if listener is None:
@@ -231,18 +213,12 @@ class LookupService:
         authorizer = self.authorizer
         if authorizer is None:
             return
-        key = (role, topic if isinstance(topic, str) else topic.full)
-        if key in self._answers_now_allowed():
+        full = topic if isinstance(topic, str) else topic.full
+        if (role, full) in self._cache.allowed(self.source.view):
             return
         name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
         await self._read(lambda view: authorizer.check(role, name, view))
-        allowed = self._answers_now_allowed()  # the view the check just read
-        self._make_room(len(allowed), len(role) + len(key[1]))
-        allowed.add(key)
-
-    def _answers_now_allowed(self) -> set[tuple[str, str]]:
-        self._answers_now()  # drops what an older view allowed
-        return self._allowed
+        self._cache.add_allowed(self.source.view, role, full)  # the view the check just read
 
     async def partitions(self, topic: str | TopicName, *, role: str | None = None) -> int:
         # A partition's own name has no partitioned-topic node, so it answers 0, as in Pulsar.
@@ -262,31 +238,16 @@ class LookupService:
     ) -> T:
         """Partition-metadata and bundle requests: counted against maxConcurrentLookupRequest
         and authorized like lookups."""
-        self._admit(None)
-        self.pending += 1
+        admission = self.admission
+        admission.admit(None)
+        admission.pending += 1
         try:
             name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
             if role is not None:
                 await self.authorize(name, role)
             return await self._read(lambda view: read(name, view))
         finally:
-            self.pending -= 1
-
-    def _admit(self, labels: tuple[str, str, str] | None) -> None:
-        if self.pending >= self.max_concurrent:
-            if labels is not None:
-                self.metrics.failures.labels(*labels, "TooManyRequests").inc()
-            # A burst refuses thousands a second: one line per interval, with the count.
-            self.overloaded.event(
-                "lookups refused: maxConcurrentLookupRequest=%d in flight (TooManyRequests)",
-                self.max_concurrent,
-            )
-            refused = LookupFailure(
-                FailureKind.TOO_MANY_REQUESTS,
-                f"Too many concurrent lookups (maxConcurrentLookupRequest={self.max_concurrent})",
-            )
-            refused.logged = True  # the throttled line above stands for it
-            raise refused
+            admission.pending -= 1
 
     async def _read(self, read: Callable[[ClusterView], T]) -> T:
         """Run a pure read; fetch whatever node it lacks and run it again."""
@@ -330,15 +291,16 @@ class LookupService:
         namespace that does not exist lists no topics, as the broker's binary answer does;
         `must_exist` (the REST route) fails it with NAMESPACE_NOT_FOUND instead."""
         name = await self.namespace_access(namespace, role=role)
-        self._admit(None)
-        self.pending += 1
+        admission = self.admission
+        admission.admit(None)
+        admission.pending += 1
         try:
             if must_exist and not await self._read(lambda v: v.policies(name) is not None):
                 raise LookupFailure(FailureKind.NAMESPACE_NOT_FOUND, "Namespace does not exist")
             lister = self.topic_lister
             return await self._read(lambda view: lister.listing(view, name, pattern, client_hash))
         finally:
-            self.pending -= 1
+            admission.pending -= 1
 
     async def namespace_access(self, namespace: str, *, role: str | None = None) -> NamespaceName:
         """The parsed namespace, once `role` (None: no authentication) may list its topics."""

@@ -368,6 +368,32 @@ def lookup_response(
 ) -> bytes:
     """LOOKUP_RESPONSE. A failure is ``response=LookupType.Failed`` with ``error`` and
     ``message`` and no URLs."""
+    return encode_command(
+        lookup_response_command(
+            request_id,
+            response=response,
+            broker_url=broker_url,
+            broker_url_tls=broker_url_tls,
+            authoritative=authoritative,
+            proxy_through_service_url=proxy_through_service_url,
+            error=error,
+            message=message,
+        )
+    )
+
+
+def lookup_response_command(
+    request_id: int,
+    *,
+    response: CommandLookupTopicResponse.LookupType,
+    broker_url: str | None = None,
+    broker_url_tls: str | None = None,
+    authoritative: bool = False,
+    proxy_through_service_url: bool = False,
+    error: ServerError | None = None,
+    message: str | None = None,
+) -> BaseCommand:
+    """The LOOKUP_RESPONSE command itself, unframed (for a frame template)."""
     cmd = BaseCommand(type=BaseCommand.LOOKUP_RESPONSE)
     body = cmd.lookupTopicResponse
     body.request_id = request_id
@@ -382,7 +408,7 @@ def lookup_response(
         body.error = error
     if message is not None:
         body.message = message
-    return encode_command(cmd)
+    return cmd
 
 
 def partitioned_metadata_response(

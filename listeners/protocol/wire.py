@@ -36,6 +36,21 @@ def bytes_field(number: int, value: bytes) -> bytes:
     return encode_varint(number << 3 | LENGTH_DELIMITED) + encode_varint(len(value)) + value
 
 
+def read_varint(data: bytes, pos: int) -> tuple[int, int] | None:
+    """(value, position after it) of the varint at `pos`; None where it is truncated or runs
+    past 64 bits. The one varint reader of the project."""
+    value = shift = 0
+    end = len(data)
+    while pos < end and shift < 64:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+    return None
+
+
 def iter_fields(message: bytes) -> Iterator[tuple[int, int | bytes]]:
     """(field number, value) for each varint (an int) and length-delimited field (bytes) of a
     serialized message, in order; fixed-width fields are skipped. Raises ValueError where the
@@ -44,15 +59,11 @@ def iter_fields(message: bytes) -> Iterator[tuple[int, int | bytes]]:
 
     def varint() -> int:
         nonlocal pos
-        value = shift = 0
-        while pos < end and shift < 64:
-            byte = message[pos]
-            pos += 1
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return value
-            shift += 7
-        raise ValueError("truncated varint")
+        read = read_varint(message, pos)
+        if read is None:
+            raise ValueError("truncated varint")
+        value, pos = read
+        return value
 
     while pos < end:
         tag = varint()

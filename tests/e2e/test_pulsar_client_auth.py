@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry
 from pulsar_lookup_gateway.http_api.app import build_app
 from pulsar_lookup_gateway.http_api.server import HttpServer
 from pulsar_lookup_gateway.listeners.auth import Authenticator, TokenAuthenticationProvider
-from pulsar_lookup_gateway.listeners.binary_server import BinaryServer, BinarySettings
+from pulsar_lookup_gateway.listeners.binary import BinaryServer, BinarySettings
 from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
 from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
 from pulsar_lookup_gateway.lookup.authorization import LookupAuthorizer

@@ -20,7 +20,7 @@ import pulsar
 import pytest
 import trustme
 
-from pulsar_lookup_gateway.listeners.binary_server import BinaryServer, BinarySettings
+from pulsar_lookup_gateway.listeners.binary import BinaryServer, BinarySettings
 from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
 from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
 from pulsar_lookup_gateway.lookup.service import LookupService

@@ -30,7 +30,7 @@ from pulsar_lookup_gateway.listeners.auth import (
     TlsAuthenticationProvider,
     TokenAuthenticationProvider,
 )
-from pulsar_lookup_gateway.listeners.binary_server import BinaryServer, BinarySettings
+from pulsar_lookup_gateway.listeners.binary import BinaryServer, BinarySettings
 from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
 from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand, LookupType, ServerError

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pulsar_lookup_gateway.listeners.binary_server import BinaryServer, BinarySettings
+from pulsar_lookup_gateway.listeners.binary import BinaryServer, BinarySettings
 from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
 from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand, FrameDecoder, LookupType
@@ -96,7 +96,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     path: Path = tmp_path_factory.mktemp("fuzz") / "cluster.json"
     write_snapshot(path, cluster(brokers=2, owned={"0x00000000_0x40000000": 1}))
     errors = _Errors()
-    logger = logging.getLogger("pulsar_lookup_gateway.listeners.binary_server")
+    logger = logging.getLogger("pulsar_lookup_gateway.listeners.binary")
     logger.addHandler(errors)
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="fuzzed-server", daemon=True)

@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 import trustme
 
-from pulsar_lookup_gateway.listeners import binary_server
-from pulsar_lookup_gateway.listeners.binary_server import (
+from pulsar_lookup_gateway.gateway import factories
+from pulsar_lookup_gateway.listeners.binary import (
     PROTOCOL_VERSION,
     BinaryServer,
     BinarySettings,
 )
+from pulsar_lookup_gateway.listeners.binary import requests as binary_requests
 from pulsar_lookup_gateway.listeners.config import GatewayConfig
 from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
 from pulsar_lookup_gateway.listeners.protocol import codec
@@ -211,7 +212,7 @@ def test_settings_from_config() -> None:
             "connectionHandshakeTimeoutSeconds": 3,
         }
     )
-    external = BinarySettings.from_config(config, "external")
+    external = factories.binary_settings(config, "external")
     assert external == BinarySettings(
         max_frame_size=1048576 + 10240,
         max_connections=7,
@@ -225,7 +226,7 @@ def test_settings_from_config() -> None:
 async def test_logs_one_line_per_socket(
     source: FileSource, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="pulsar_lookup_gateway.listeners.binary_server")
+    caplog.set_level(logging.INFO, logger="pulsar_lookup_gateway.listeners.binary")
     async with serving(source) as server:
         expected = f"listening on pulsar://127.0.0.1:{server.port} listener=external tls=no"
         assert [r.getMessage() for r in caplog.records].count(expected) == 1
@@ -245,7 +246,7 @@ def test_a_tls_socket_needs_a_context(source: FileSource) -> None:
 
 
 async def test_lookups_over_tls(source: FileSource, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="pulsar_lookup_gateway.listeners.binary_server")
+    caplog.set_level(logging.INFO, logger="pulsar_lookup_gateway.listeners.binary")
     ca = trustme.CA()
     server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ca.issue_cert(HOST).configure_cert(server_ctx)
@@ -568,7 +569,7 @@ async def test_lookups_are_pipelined(gated: GatedSource) -> None:
 async def test_a_connection_with_too_many_requests_waiting_is_not_read(
     gated: GatedSource, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(binary_server, "MAX_IN_FLIGHT_PER_CONNECTION", 2)
+    monkeypatch.setattr(binary_requests, "MAX_IN_FLIGHT_PER_CONNECTION", 2)
     async with serving(gated) as server, client(server) as raw:
         raw.send(codec.lookup(TOPIC_B2, 1) + codec.lookup(TOPIC_B2, 2))
         await gated.until_waiting(2)

@@ -15,7 +15,7 @@ from kazoo.client import KazooClient
 
 from pulsar_lookup_gateway.http_api.app import build_app
 from pulsar_lookup_gateway.http_api.server import HttpServer
-from pulsar_lookup_gateway.listeners.binary_server import BinaryServer, BinarySettings
+from pulsar_lookup_gateway.listeners.binary import BinaryServer, BinarySettings
 from pulsar_lookup_gateway.listeners.broker_link import BrokerLink, LinkSettings
 from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
 from pulsar_lookup_gateway.listeners.protocol import codec

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from pulsar_lookup_gateway.listeners.binary_server import PRE_CONNECT_MAX_FRAME
+from pulsar_lookup_gateway.listeners.binary.settings import PRE_CONNECT_MAX_FRAME
 from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import BaseCommand
 from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper

@@ -27,7 +27,7 @@ from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import (
     CommandLookupTopicResponse,
     ServerError,
 )
-from pulsar_lookup_gateway.lookup import service as lookup_service
+from pulsar_lookup_gateway.lookup import answer_cache
 from pulsar_lookup_gateway.lookup.topics import MAX_TOPIC_NAME_BYTES
 from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper
 from pulsar_lookup_gateway.metadata_store.synthetic import cluster, topic_in_range
@@ -196,7 +196,7 @@ async def test_the_answer_cache_is_bounded_by_bytes(
     private_zookeeper: EmbeddedZooKeeper, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     budget = 2 * 1024 * 1024
-    monkeypatch.setattr(lookup_service, "MAX_CACHED_BYTES", budget)
+    monkeypatch.setattr(answer_cache, "MAX_CACHED_BYTES", budget)
     count = int(scale(2000, 20000))
     longest = MAX_TOPIC_NAME_BYTES - len("persistent://public/default/") - 6
     most = 0

@@ -25,6 +25,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
+from pulsar_lookup_gateway.gateway import factories
 from pulsar_lookup_gateway.listeners.auth import (
     AuthConfigError,
     AuthenticationFailed,
@@ -294,7 +295,7 @@ def problems(text: str) -> list[str]:
 
 
 def token_provider(cfg: GatewayConfig) -> TokenAuthenticationProvider:
-    (provider,) = Authenticator.from_config(cfg).providers
+    (provider,) = factories.authenticator(cfg).providers
     assert isinstance(provider, TokenAuthenticationProvider)
     return provider
 
@@ -417,13 +418,13 @@ def test_key_problems_found_when_loading_name_the_key(tmp_path: Path, keys: Keys
     ]
     for line, fragment in cases:
         with pytest.raises(AuthConfigError) as info:
-            Authenticator.from_config(config(enabled + line + "\n"))
+            factories.authenticator(config(enabled + line + "\n"))
         assert fragment in str(info.value), (line, str(info.value))
 
 
 def test_keys_are_not_loaded_when_no_socket_requires_authentication(tmp_path: Path) -> None:
     cfg = config(f"authenticationProviders=token\ntokenSecretKey=file://{tmp_path}/none\n")
-    authenticator = Authenticator.from_config(cfg)
+    authenticator = factories.authenticator(cfg)
     assert authenticator.providers == ()
     assert not authenticator.for_listener("external").required
 
@@ -496,7 +497,7 @@ def test_authentication_can_be_required_on_one_listener_only() -> None:
         "listener.external.authenticationRequired=true\nauthenticationProviders=token\n"
         f"tokenSecretKey={data_url(SECRET)}\nauthorizationEnabled=true\n"
     )
-    authenticator = Authenticator.from_config(cfg)
+    authenticator = factories.authenticator(cfg)
     assert authenticator.for_listener("external").required
     assert not authenticator.for_listener("internal").required
     assert not authenticator.for_listener(None).required

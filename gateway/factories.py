@@ -1,0 +1,118 @@
+"""What the process builds from its configuration: the settings of each binary socket, the
+broker link and the authenticator. They live here, on the floor that wires the process, so
+that the classes below take plain values and the configuration only validates."""
+
+from __future__ import annotations
+
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from prometheus_client import CollectorRegistry
+
+from pulsar_lookup_gateway.listeners.auth import (
+    MIN_SECRET_BYTES,
+    AuthConfigError,
+    AuthenticationProvider,
+    Authenticator,
+    TlsAuthenticationProvider,
+    TokenAuthenticationProvider,
+    load_public_key,
+    read_key,
+)
+from pulsar_lookup_gateway.listeners.binary import BinarySettings
+from pulsar_lookup_gateway.listeners.binary.settings import FRAME_PADDING
+from pulsar_lookup_gateway.listeners.broker_link import LinkSettings
+from pulsar_lookup_gateway.listeners.config import (
+    SECRET_KEY_ALGORITHM,
+    TLS_PROVIDER,
+    TOKEN_PROVIDER,
+    GatewayConfig,
+)
+
+
+def binary_settings(config: GatewayConfig, listener: str | None) -> BinarySettings:
+    """The connection settings of a binary socket tagged with `listener`."""
+    return BinarySettings(
+        max_frame_size=config.max_message_size + FRAME_PADDING,
+        max_connections=config.broker_max_connections,
+        max_connections_per_ip=config.max_connections_per_ip,
+        keep_alive_interval=float(config.keep_alive_interval_seconds),
+        handshake_timeout=config.connection_handshake_timeout_seconds,
+        max_message_size=config.max_message_size,
+        proxy_protocol=config.settings_for(listener).proxy_protocol,
+        trusted_proxies=config.trusted_proxies(),
+    )
+
+
+def link_settings(config: GatewayConfig) -> LinkSettings:
+    """How the gateway reaches brokers for what only a broker can answer."""
+    secret = config.broker_client_authentication_parameters
+    token = None
+    if config.broker_client_authentication_plugin == TOKEN_PROVIDER and secret is not None:
+        token = secret.get_secret_value().strip()
+    return LinkSettings(
+        tls=config.tls_enabled_with_broker,
+        trust_certs_file=config.broker_client_trust_certs_file_path,
+        verify_hostname=config.tls_hostname_verification_enabled,
+        token=token,
+        forward_credentials=config.forward_authorization_credentials,
+        internal_listener=config.internal_listener_name,
+    )
+
+
+def authenticator(
+    config: GatewayConfig, *, registry: CollectorRegistry | None = None
+) -> Authenticator:
+    """Load the providers (reads key files); AuthConfigError names a key that does not
+    load. Providers are loaded only when some socket requires authentication."""
+    required = {
+        name: own
+        for name, settings in config.listener_settings.items()
+        if (own := settings.authentication_required) is not None
+    }
+    providers: list[AuthenticationProvider] = []
+    if config.authentication_enabled or any(required.values()):
+        for name in config.authentication_providers:
+            if name == TOKEN_PROVIDER:
+                providers.append(token_provider(config))
+            elif name == TLS_PROVIDER:
+                providers.append(TlsAuthenticationProvider())
+    allowed = {
+        name: names
+        for name, settings in config.listener_settings.items()
+        if (names := settings.allowed_listener_names) is not None
+    }
+    return Authenticator(
+        providers,
+        enabled=config.authentication_enabled,
+        required=required,
+        allowed_names=allowed,
+        registry=registry,
+    )
+
+
+def token_provider(config: GatewayConfig) -> TokenAuthenticationProvider:
+    """The JWT provider of tokenSecretKey (HS256) or tokenPublicKey."""
+    if config.token_secret_key is not None:
+        secret = read_key("tokenSecretKey", config.token_secret_key)
+        if len(secret) < MIN_SECRET_BYTES:
+            raise AuthConfigError(
+                f"tokenSecretKey: an HS256 secret needs at least {MIN_SECRET_BYTES} bytes, "
+                f"this has {len(secret)}"
+            )
+        key: bytes | rsa.RSAPublicKey | ec.EllipticCurvePublicKey = secret
+        algorithm = SECRET_KEY_ALGORITHM
+    elif config.token_public_key is not None:
+        algorithm = config.token_public_alg
+        key = load_public_key(
+            read_key("tokenPublicKey", config.token_public_key), algorithm, "tokenPublicKey"
+        )
+    else:
+        raise AuthConfigError(
+            "tokenSecretKey: the token provider needs tokenSecretKey or tokenPublicKey"
+        )
+    return TokenAuthenticationProvider(
+        key,
+        algorithm,
+        role_claim=config.token_auth_claim,
+        audience_claim=config.token_audience_claim,
+        audience=config.token_audience,
+    )

@@ -1,0 +1,127 @@
+"""PARTITIONED_METADATA, GET_TOPICS_OF_NAMESPACE and GET_SCHEMA: one handler per command family.
+
+What the metadata store knows is answered from it, with the broker's rules (lookup.topic_list,
+lookup.auto_creation); what only a broker can answer (schemas, non-persistent topics, creating a
+partitioned topic) goes over the broker link and the broker's answer is relayed under the
+client's request id."""
+
+from __future__ import annotations
+
+from pulsar_lookup_gateway.listeners.binary.replies import (
+    error_failed,
+    partitions_failed,
+    schema_failed,
+)
+from pulsar_lookup_gateway.listeners.binary.requests import RequestRunner
+from pulsar_lookup_gateway.listeners.binary.session import Session
+from pulsar_lookup_gateway.listeners.broker_link import BrokerLink, relay
+from pulsar_lookup_gateway.listeners.protocol import codec
+from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import (
+    CommandGetSchema,
+    CommandGetTopicsOfNamespace,
+    CommandPartitionedTopicMetadata,
+)
+from pulsar_lookup_gateway.lookup.auto_creation import Partitions, TopicNotFound, topic_not_found
+from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
+from pulsar_lookup_gateway.lookup.service import LookupService
+from pulsar_lookup_gateway.lookup.topics import TopicName
+
+
+def _as_is(request_id: int, frame: bytes) -> bytes:
+    return frame
+
+
+class _BrokerBacked:
+    def __init__(self, service: LookupService, broker_link: BrokerLink | None) -> None:
+        self._service = service
+        self._broker_link = broker_link
+
+    def _link(self) -> BrokerLink:
+        if self._broker_link is None:
+            raise LookupFailure(
+                FailureKind.BROKER_UNAVAILABLE, "this request needs a broker; none is configured"
+            )
+        return self._broker_link
+
+
+class PartitionedMetadata(_BrokerBacked):
+    def handle(
+        self,
+        session: Session,
+        body: CommandPartitionedTopicMetadata,
+        runner: RequestRunner,
+        out: list[bytes],
+    ) -> None:
+        request = self._frame(
+            session, body.topic, body.metadata_auto_creation_enabled, body.request_id
+        )
+        runner.run(request, body.request_id, _as_is, partitions_failed, out)
+
+    async def _frame(self, session: Session, topic: str, creation: bool, request_id: int) -> bytes:
+        """The count, TopicNotFound, or a broker's answer (it creates a partitioned topic; it
+        knows whether a non-persistent topic exists)."""
+        decision = await self._service.partition_metadata(
+            topic, client_creation=creation, role=session.role
+        )
+        if isinstance(decision, Partitions):
+            return codec.partitioned_metadata_response(request_id, decision.count)
+        name = TopicName.parse(topic)
+        if isinstance(decision, TopicNotFound):
+            return partitions_failed(request_id, topic_not_found(name))
+        answer = await self._link().partitioned_metadata(
+            name.full, auto_creation=decision.auto_creation, principal=session.principal
+        )
+        return relay(answer, request_id)
+
+
+class TopicsOfNamespace(_BrokerBacked):
+    def handle(
+        self,
+        session: Session,
+        body: CommandGetTopicsOfNamespace,
+        runner: RequestRunner,
+        out: list[bytes],
+    ) -> None:
+        runner.run(self._frame(session, body), body.request_id, _as_is, error_failed, out)
+
+    async def _frame(self, session: Session, body: CommandGetTopicsOfNamespace) -> bytes:
+        """The persistent topics from the metadata store; other modes (non-persistent topics
+        exist only in brokers' memory) from a broker."""
+        pattern = body.topics_pattern if body.HasField("topics_pattern") else None
+        client_hash = body.topics_hash if body.HasField("topics_hash") else None
+        if body.mode == CommandGetTopicsOfNamespace.PERSISTENT:
+            listing = await self._service.topics_of_namespace(
+                body.namespace, pattern=pattern, client_hash=client_hash, role=session.role
+            )
+            return codec.get_topics_of_namespace_response(
+                body.request_id,
+                listing.topics,
+                filtered=listing.filtered,
+                topics_hash=listing.topics_hash,
+                changed=listing.changed,
+            )
+        namespace = await self._service.namespace_access(body.namespace, role=session.role)
+        answer = await self._link().topics_of_namespace(
+            str(namespace),
+            body.mode,
+            topics_pattern=pattern,
+            topics_hash=client_hash,
+            principal=session.principal,
+        )
+        return relay(answer, body.request_id)
+
+
+class Schemas(_BrokerBacked):
+    def handle(
+        self, session: Session, body: CommandGetSchema, runner: RequestRunner, out: list[bytes]
+    ) -> None:
+        runner.run(self._frame(session, body), body.request_id, _as_is, schema_failed, out)
+
+    async def _frame(self, session: Session, body: CommandGetSchema) -> bytes:
+        """A broker's GET_SCHEMA_RESPONSE (schemas live in BookKeeper)."""
+        topic = TopicName.parse(body.topic)
+        if session.role is not None:
+            await self._service.authorize(topic, session.role)
+        version = body.schema_version if body.HasField("schema_version") else None
+        answer = await self._link().schema(topic.full, version, principal=session.principal)
+        return relay(answer, body.request_id)

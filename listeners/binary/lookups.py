@@ -1,0 +1,157 @@
+"""LOOKUP: the full path through the lookup service, and the memo of warm answers.
+
+A LOOKUP the socket has answered before with the same bytes (but for its request id) is
+answered from the memo (listeners.lookup_memo), admitted and counted by the service's own
+admission and tallies; anything else goes through LookupService.lookup()."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable
+from time import perf_counter
+
+from pulsar_lookup_gateway.listeners.auth import ListenerGuard
+from pulsar_lookup_gateway.listeners.binary.answer_frames import AnswerFrames
+from pulsar_lookup_gateway.listeners.binary.replies import SERVICE_NOT_READY, lookup_failed
+from pulsar_lookup_gateway.listeners.binary.requests import RequestRunner
+from pulsar_lookup_gateway.listeners.binary.session import Memo, Session
+from pulsar_lookup_gateway.listeners.lookup_memo import LookupMemo, answer_run, split_lookup
+from pulsar_lookup_gateway.listeners.protocol import codec
+from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand, Command, LookupType
+from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import CommandLookupTopic
+from pulsar_lookup_gateway.lookup.metrics import LookupTally
+from pulsar_lookup_gateway.lookup.resolve import LookupAnswer, ResponseKind
+from pulsar_lookup_gateway.lookup.service import LookupService
+
+log = logging.getLogger(__package__)
+
+#: Handles a decoded command (the connection's dispatch).
+Dispatch = Callable[[Command, list[bytes]], None]
+
+
+class Lookups:
+    """The LOOKUPs of every connection of one socket."""
+
+    def __init__(self, service: LookupService, guard: ListenerGuard) -> None:
+        self._service = service
+        self._admission = service.admission
+        self._guard = guard
+        self._listener = guard.listener
+        self._frames = AnswerFrames()
+        self.memo = LookupMemo()  # warm LOOKUPs of unauthenticated connections, by their bytes
+
+    # -- the full path ------------------------------------------------------------------
+
+    def lookup(
+        self, session: Session, body: CommandLookupTopic, runner: RequestRunner, out: list[bytes]
+    ) -> None:
+        # "" when absent; blank means absent (the C++ and Go clients always send the field).
+        name = body.advertised_listener_name
+        if name:
+            choice = self._service.choose(explicit=name, socket_listener=self._listener)
+            refused = self._guard.refusal(choice)
+            if refused is not None:
+                self._service.log_refused("binary", session.origin, choice, body.topic, refused)
+                out.append(lookup_failed(body.request_id, refused))
+                return
+        else:
+            choice = session.choice
+        runner.run(
+            self._service.lookup(
+                body.topic, choice, "binary", role=session.role, client=session.origin
+            ),
+            body.request_id,
+            lambda request_id, answer: self._answer_frame(session, request_id, answer),
+            lookup_failed,
+            out,
+        )
+
+    def _answer_frame(self, session: Session, request_id: int, answer: LookupAnswer) -> bytes:
+        urls = answer.urls
+        if urls.service_url is None and urls.service_url_tls is None:
+            return codec.lookup_response(
+                request_id,
+                response=LookupType.Failed,
+                error=SERVICE_NOT_READY,
+                message=(
+                    f"the broker {answer.broker_id} advertises no pulsar:// or pulsar+ssl:// "
+                    f"URL for the {answer.listener.name} listener"
+                ),
+            )
+        if session.memo_key is not None and session.memo is not None:
+            self._remember(session.memo, session.memo_key, answer)
+        return self._frames.frame(request_id, answer)
+
+    def _remember(self, memo: Memo, key: bytes, answer: LookupAnswer) -> None:
+        """Memoise the answer the full path just gave (synchronously, from the current view)
+        to the request whose key is `key`, with the tally it counts in."""
+        view = self._service.source.view
+        self.memo.check_view(view, view.version)
+        tally = self._service.tally_for(answer.listener, "binary")
+        connect = answer.response is ResponseKind.CONNECT
+        self.memo.remember(memo, key, (self._frames.template(answer), (tally, connect)))
+
+    # -- the memo of warm answers --------------------------------------------------------
+
+    def usable_memo(self, session: Session) -> Memo | None:
+        """The session's memo, when its answers are what the full path would give for this
+        batch of frames: the view they were made from is current (checked here, entries
+        dropped otherwise; it changes only between batches, by ZooKeeper's callbacks), and
+        answered lookups are not logged one by one."""
+        memo = session.memo
+        if memo is None:
+            return None
+        view = self._service.source.view
+        self.memo.check_view(view, view.version)
+        return None if self._service.logs_each_answer else memo
+
+    def answer_read(self, data: bytes, memo: Memo, max_frame_size: int, out: list[bytes]) -> int:
+        """Answer the leading frames of a read that are memoised LOOKUPs straight from its
+        bytes (the common case: the whole read); where they stop (the rest is for the frame
+        decoder). Their time is taken once for the run and shared out among them."""
+        if not self._admission.has_room():
+            return 0  # the full path refuses lookups now
+        hits: list[tuple[LookupTally, bool]] = []
+        started = perf_counter()
+        pos = answer_run(data, 0, max_frame_size, memo, out, hits)
+        if hits:
+            answered = len(hits)
+            each = (perf_counter() - started) / answered
+            first = hits[0]
+            if hits.count(first) == answered:  # (the common case: one outcome for all)
+                first[0].answered_together(answered, each, first[1])
+            else:
+                for (tally, connect), count in Counter(hits).items():
+                    tally.answered_together(count, each, connect)
+        return pos
+
+    def answer_frame(
+        self, body: bytes, memo: Memo, session: Session, dispatch: Dispatch, out: list[bytes]
+    ) -> bool:
+        """Answer one frame's command body if it is a LOOKUP in the memo's shape: from the
+        memo, or in full (then memoised); False for anything else."""
+        split = split_lookup(body)
+        if split is None:
+            return False
+        entry = memo.get(split[0])
+        if entry is None or not self._admission.has_room():
+            command = codec.decode_command(body)
+            # The full path memoises its answer to a request in protobuf's own shape only (a
+            # repeated request id, say, would be read differently by the key).
+            if (
+                entry is None
+                and isinstance(command, BaseCommand)
+                and command.SerializeToString() == body
+            ):
+                session.memo_key = split[0]
+            try:
+                dispatch(command, out)
+            finally:
+                session.memo_key = None
+            return True
+        started = perf_counter()
+        out.append(entry[0].frame(split[1]))
+        tally, connect = entry[1]
+        tally.answered(perf_counter() - started, connect)
+        return True

@@ -1,0 +1,34 @@
+"""What the request handlers know of one connection: who the client is and what it proved."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pulsar_lookup_gateway.listeners.auth import Identity
+from pulsar_lookup_gateway.listeners.broker_link import ANONYMOUS, Principal
+from pulsar_lookup_gateway.listeners.client_origin import ClientOrigin
+from pulsar_lookup_gateway.listeners.lookup_memo import AnswerTemplate
+from pulsar_lookup_gateway.lookup.metrics import LookupTally
+from pulsar_lookup_gateway.lookup.selection import ListenerChoice
+
+#: Memoised LOOKUPs of one listener choice: request key -> (answer template, (tally, connect)).
+Memo = dict[bytes, tuple[AnswerTemplate, tuple[LookupTally, bool]]]
+
+
+@dataclass(slots=True)
+class Session:
+    origin: ClientOrigin
+    choice: ListenerChoice  # what a lookup naming no listener gets on this connection
+    identity: Identity | None = None  # who authenticated (None: not required)
+    role: str | None = None
+    principal: Principal = ANONYMOUS  # who requests forwarded to a broker are made for
+    # The lookup memo of this connection's listener choice (None: every request takes the
+    # full path: before CONNECTED, and where a role is checked per lookup).
+    memo: Memo | None = None
+    # The key of the LOOKUP being answered right now, when its answer may be memoised (set
+    # only while a request is dispatched: an answer that comes later is not memoised).
+    memo_key: bytes | None = None
+
+    @property
+    def peer(self) -> str:
+        return self.origin.client
