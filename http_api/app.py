@@ -58,16 +58,15 @@ from pulsar_lookup_gateway.listeners.client_origin import AddressSource, ClientO
 from pulsar_lookup_gateway.listeners.forwarded import forwarded_for
 from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand
 from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import CommandGetTopicsOfNamespace
+from pulsar_lookup_gateway.listeners.routing import Router
 from pulsar_lookup_gateway.lookup.auto_creation import Partitions, TopicNotFound, topic_not_found
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
 from pulsar_lookup_gateway.lookup.networks import NetworkTable, parse_address
 from pulsar_lookup_gateway.lookup.protocol_data import PROTOCOL_NAME_RULE, is_protocol_name
 from pulsar_lookup_gateway.lookup.resolve import BrokerUrls, LookupAnswer, ResponseKind
 from pulsar_lookup_gateway.lookup.selection import (
-    LISTENER_NAME_RULE,
     ChoiceSource,
     ListenerChoice,
-    is_listener_name,
 )
 from pulsar_lookup_gateway.lookup.service import LookupService
 from pulsar_lookup_gateway.lookup.topics import TopicName
@@ -164,9 +163,7 @@ class _Routes:
         self.listener_table = listener_table
         self.guard = authenticator.for_listener(listener)
         self.super_users = frozenset(super_users)
-        # What a request that names no listener gets (the common case: clients send none).
-        self.default_choice = service.choose(socket_listener=listener)
-        self.located = bool(service.routes)  # server names or networks may choose instead
+        self.router = Router(service, self.guard)  # the listener of each request
         self.trusted_proxies: NetworkTable[bool] = NetworkTable()
         self.broker_link: BrokerLink | None = None
         self.protocols = ProtocolLookups(service, None)
@@ -330,33 +327,18 @@ class _Routes:
     def _choose(
         self, request: web.Request, client: ClientOrigin | None, server_name: str | None
     ) -> ListenerChoice:
+        """The listener of this request, by the socket's one routing decision."""
+        router = self.router
+        unnamed = router.socket_route
+        if router.located:
+            unnamed = router.route(client, server_name)
         explicit = request.query.get("listenerName") if request.query_string else None
-        header = request.headers.get(LISTENER_HEADER)
-        if explicit is None and header is None:
-            if not self.located:
-                return self.default_choice
-            return self.service.choose(
-                server_name=server_name,
-                client_address=client.address if client is not None else None,
-                socket_listener=self.listener,
-                allowed=self.guard.allowed_names,
-            )
-        choice = self.service.choose(
-            explicit=explicit, header=header, socket_listener=self.listener
-        )
-        # The socket's listener comes from the validated configuration; a name from the client
-        # that is not a listener name is refused early, which keeps arbitrary client text out
-        # of logs and metric labels.
-        given = choice.source is ChoiceSource.EXPLICIT or choice.source is ChoiceSource.HEADER
-        if given and not is_listener_name(choice.name or ""):
-            raise LookupFailure(
-                FailureKind.LISTENER_NOT_FOUND,
-                f"'{printable(choice.name or '')}' is not a listener name ({LISTENER_NAME_RULE})",
-            )
-        refused = self.guard.refusal(choice)  # names the refused listener only, escaped
-        if refused is not None:
-            raise refused
-        return choice
+        route = router.named(unnamed, explicit, request.headers.get(LISTENER_HEADER))
+        if route is not unnamed:
+            refused = router.refusal(route)
+            if refused is not None:
+                raise refused
+        return route.choice
 
     def _role(self, request: web.Request) -> str | None:
         """The authenticated role (None where the socket requires no authentication); raises

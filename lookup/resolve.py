@@ -262,7 +262,7 @@ def _registered_urls(
     broker = registered_owner(registry, broker_id, namespace, bundle)
     urls = _broker_urls(broker, choice)
     if urls is None:
-        raise _listener_missing(choice.name)
+        raise listener_missing(choice.name)
     return urls
 
 
@@ -296,7 +296,8 @@ def _namespace_not_found(namespace: NamespaceName) -> LookupFailure:
     )
 
 
-def _listener_missing(name: str | None) -> LookupFailure:
+def listener_missing(name: str | None) -> LookupFailure:
+    """What a broker answers for a listener it does not advertise (Pulsar's own wording)."""
     return LookupFailure(FailureKind.LISTENER_NOT_FOUND, f"the broker do not have {name} listener")
 
 
@@ -331,7 +332,7 @@ def _owner_urls(
         if listener is None and registration is not None:
             listener = registration.advertised_listeners.get(choice.name or "")
         if listener is None:
-            raise _listener_missing(choice.name)
+            raise listener_missing(choice.name)
         return broker_id, _from_listener(listener, choice, http, https)
     native = owner.native_url or (registration.pulsar_service_url if registration else None)
     native_tls = owner.native_url_tls or (
@@ -387,7 +388,7 @@ def _unowned(
         if leader_id is not None:
             leader_urls = _broker_urls(view.broker(leader_id), choice)
             if leader_urls is None:
-                raise _listener_missing(choice.name)
+                raise listener_missing(choice.name)
             return LookupAnswer(
                 topic, bundle, ResponseKind.REDIRECT, False, leader_id, leader_urls, choice
             )
@@ -430,7 +431,7 @@ def _by_bundle_hash(
             best = (score, broker_id, urls)
     if best is None:
         if choice.uses_listener_urls:
-            raise _listener_missing(choice.name)
+            raise listener_missing(choice.name)
         raise LookupFailure(
             FailureKind.NO_BROKER, f"No broker was available for {topic.domain.value} topics"
         )

@@ -52,6 +52,7 @@ from pulsar_lookup_gateway.lookup.view import ClusterView
 
 log = logging.getLogger(__name__)
 TOPIC_IN_LOG = 200  # characters of a topic name in a log line
+LISTENER_IN_LOG = 64  # characters of a listener name in a log line
 
 T = TypeVar("T")
 # One lookup reads a handful of nodes; more fetches than this means the data keeps changing
@@ -378,7 +379,8 @@ def _log_lookup(
         outcome,
         protocol,
         client if client is not None else "-",
-        (choice.name if choice is not None else None) or "-",
+        # (a name a client gave that breaks the rule: escaped, and cut short)
+        printable((choice.name if choice is not None else None) or "-", LISTENER_IN_LOG),
         choice.source.value if choice is not None else "-",
         "-"
         if topic is None

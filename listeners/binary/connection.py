@@ -75,7 +75,7 @@ class Connection(asyncio.Protocol):
             origin = ClientOrigin.of_peer(transport.get_extra_info("peername"), self._server.url)
         self.peer = origin.client
         self.address = origin.address
-        self.session = Session(origin, self._server.choice_for(origin, transport))
+        self.session = Session(origin, self._server.route_for(origin, transport))
         if not self._server.admit(self):
             self._move(CLOSING)
             self._transport.abort()

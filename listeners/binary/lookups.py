@@ -11,7 +11,6 @@ from collections import Counter
 from collections.abc import Callable
 from time import perf_counter
 
-from pulsar_lookup_gateway.listeners.auth import ListenerGuard
 from pulsar_lookup_gateway.listeners.binary.answer_frames import AnswerFrames
 from pulsar_lookup_gateway.listeners.binary.replies import SERVICE_NOT_READY, lookup_failed
 from pulsar_lookup_gateway.listeners.binary.requests import RequestRunner
@@ -20,6 +19,7 @@ from pulsar_lookup_gateway.listeners.lookup_memo import LookupMemo, answer_run, 
 from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand, Command, LookupType
 from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import CommandLookupTopic
+from pulsar_lookup_gateway.listeners.routing import Router
 from pulsar_lookup_gateway.lookup.metrics import LookupTally
 from pulsar_lookup_gateway.lookup.resolve import LookupAnswer, ResponseKind
 from pulsar_lookup_gateway.lookup.service import LookupService
@@ -33,11 +33,10 @@ Dispatch = Callable[[Command, list[bytes]], None]
 class Lookups:
     """The LOOKUPs of every connection of one socket."""
 
-    def __init__(self, service: LookupService, guard: ListenerGuard) -> None:
+    def __init__(self, service: LookupService, router: Router) -> None:
         self._service = service
         self._admission = service.admission
-        self._guard = guard
-        self._listener = guard.listener
+        self._router = router
         self._frames = AnswerFrames()
         self.memo = LookupMemo()  # warm LOOKUPs of unauthenticated connections, by their bytes
 
@@ -47,16 +46,16 @@ class Lookups:
         self, session: Session, body: CommandLookupTopic, runner: RequestRunner, out: list[bytes]
     ) -> None:
         # "" when absent; blank means absent (the C++ and Go clients always send the field).
-        name = body.advertised_listener_name
-        if name:
-            choice = self._service.choose(explicit=name, socket_listener=self._listener)
-            refused = self._guard.refusal(choice)
+        route = self._router.named(session.route, body.advertised_listener_name)
+        if route is not session.route:
+            refused = self._router.refusal(route)
             if refused is not None:
-                self._service.log_refused("binary", session.origin, choice, body.topic, refused)
+                self._service.log_refused(
+                    "binary", session.origin, route.choice, body.topic, refused
+                )
                 out.append(lookup_failed(body.request_id, refused))
                 return
-        else:
-            choice = session.choice
+        choice = route.choice
         runner.run(
             self._service.lookup(
                 body.topic, choice, "binary", role=session.role, client=session.origin

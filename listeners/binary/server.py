@@ -23,6 +23,7 @@ from pulsar_lookup_gateway.listeners.broker_link import BrokerLink
 from pulsar_lookup_gateway.listeners.client_origin import ClientOrigin
 from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand
 from pulsar_lookup_gateway.listeners.proxied_accept import ProxiedAcceptor
+from pulsar_lookup_gateway.listeners.routing import Route, Router
 from pulsar_lookup_gateway.listeners.socket_table import (
     BACKLOG,
     BoundSocket,
@@ -93,7 +94,8 @@ class BinaryServer(BoundSocket):
         self._stopping = False
         self.authenticator = authenticator or Authenticator()
         self.guard = self.authenticator.for_listener(spec.listener)
-        lookups = Lookups(service, self.guard)
+        self.router = Router(service, self.guard)
+        lookups = Lookups(service, self.router)
         self.handlers = Handlers(
             handshake=Handshake(settings, self.guard, lookups.memo, self.url),
             lookups=lookups,
@@ -101,10 +103,11 @@ class BinaryServer(BoundSocket):
             topics=TopicsOfNamespace(service, broker_link),
             schemas=Schemas(service, broker_link),
         )
-        # The choice for every lookup that names no listener: made once for the socket, or once
-        # per connection where server names or client networks can choose a listener.
-        self.socket_choice = service.choose(socket_listener=spec.listener)
-        self.located = bool(service.routes)
+
+    @property
+    def socket_choice(self) -> ListenerChoice:
+        """What a request naming no listener gets where clients' places choose nothing."""
+        return self.router.socket_route.choice
 
     @property
     def connection_count(self) -> int:
@@ -185,17 +188,13 @@ class BinaryServer(BoundSocket):
 
     # -- called by connections ---------------------------------------------------------
 
-    def choice_for(self, origin: ClientOrigin, transport: asyncio.BaseTransport) -> ListenerChoice:
-        """What a lookup naming no listener gets on a connection from `origin` (over a TLS
-        transport, by the server name the client dialled; its handshake is done by now)."""
-        if not self.located:
-            return self.socket_choice
-        return self.service.choose(
-            server_name=server_name_of(transport.get_extra_info("ssl_object")),
-            client_address=origin.address,
-            socket_listener=self.spec.listener,
-            allowed=self.guard.allowed_names,
-        )
+    def route_for(self, origin: ClientOrigin, transport: asyncio.BaseTransport) -> Route:
+        """Where requests naming no listener go on a connection from `origin` (over TLS, by
+        the server name the client dialled: its handshake is done by now)."""
+        router = self.router
+        if not router.located:
+            return router.socket_route
+        return router.route(origin, server_name_of(transport.get_extra_info("ssl_object")))
 
     def admit(self, conn: Connection) -> bool:
         """Count a new connection in, or refuse it (False: the caller aborts it)."""

@@ -8,6 +8,7 @@ from pulsar_lookup_gateway.listeners.auth import Identity
 from pulsar_lookup_gateway.listeners.broker_link import ANONYMOUS, Principal
 from pulsar_lookup_gateway.listeners.client_origin import ClientOrigin
 from pulsar_lookup_gateway.listeners.lookup_memo import AnswerTemplate
+from pulsar_lookup_gateway.listeners.routing import Route
 from pulsar_lookup_gateway.lookup.metrics import LookupTally
 from pulsar_lookup_gateway.lookup.selection import ListenerChoice
 
@@ -18,7 +19,7 @@ Memo = dict[bytes, tuple[AnswerTemplate, tuple[LookupTally, bool]]]
 @dataclass(slots=True)
 class Session:
     origin: ClientOrigin
-    choice: ListenerChoice  # what a lookup naming no listener gets on this connection
+    route: Route  # where a request naming no listener goes on this connection
     identity: Identity | None = None  # who authenticated (None: not required)
     role: str | None = None
     principal: Principal = ANONYMOUS  # who requests forwarded to a broker are made for
@@ -28,6 +29,10 @@ class Session:
     # The key of the LOOKUP being answered right now, when its answer may be memoised (set
     # only while a request is dispatched: an answer that comes later is not memoised).
     memo_key: bytes | None = None
+
+    @property
+    def choice(self) -> ListenerChoice:
+        return self.route.choice
 
     @property
     def peer(self) -> str:

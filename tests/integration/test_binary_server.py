@@ -349,6 +349,26 @@ async def test_lookup_failures_are_answered_failed(
         assert lookup_body(await raw.lookup(TOPIC_B1, 10)).response == LookupType.Connect
 
 
+async def test_a_listener_name_that_breaks_the_rule_is_an_unknown_listener_and_never_logged_raw(
+    source: FileSource, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="pulsar_lookup_gateway.lookup.service")
+    hostile = "evil\nlistener=internal chosen_by=socket\x1b[2J" + "x" * 60_000
+    async with serving(source) as server, client(server) as raw:
+        unknown = lookup_body(await raw.lookup(TOPIC_B1, request_id=3, listener="nope"))
+        refused = lookup_body(await raw.lookup(TOPIC_B1, request_id=4, listener=hostile))
+        # the same answer as a listener the brokers do not advertise: code and wording
+        assert (refused.response, refused.error) == (unknown.response, unknown.error)
+        assert refused.message.startswith("the broker do not have evil\\nlistener=")
+        assert refused.message.endswith(" listener") and len(refused.message) < 200
+        assert lookup_body(await raw.lookup(TOPIC_B1, 5)).response == LookupType.Connect
+    lines = [r.getMessage() for r in caplog.records if "ServiceNotReady" in r.getMessage()]
+    assert len(lines) == 2, lines
+    hostile_line = lines[1]
+    assert "\n" not in hostile_line and "\x1b" not in hostile_line
+    assert len(hostile_line) < 1000
+
+
 async def test_no_broker_registered(tmp_path: Path) -> None:
     path = tmp_path / "empty.json"
     write_snapshot(path, cluster(brokers=0, leader=None))

@@ -522,7 +522,7 @@ FAILURES = [
     FailureCase(
         FailureKind.LISTENER_NOT_FOUND,
         f"{LOOKUP}/{OWNED_TOPIC}?listenerName=a%0Ab",
-        "not a listener name",
+        "the broker do not have a\\nb listener",  # as an unknown listener, escaped
     ),
     FailureCase(
         FailureKind.NAMESPACE_NOT_FOUND, "/lookup/v2/topic/persistent/ghost/ns/t", "ghost/ns"

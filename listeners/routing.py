@@ -1,0 +1,90 @@
+"""The one routing decision of every protocol: which listener a request is answered for, why,
+and the authentication that applies to it.
+
+Binary connections and HTTP requests ask the same Router (one per socket): a request that
+names no listener gets the connection's route (the socket's listener, or the one its client's
+network or TLS server name chooses); one that names a listener (binary
+``advertised_listener_name``, HTTP ``listenerName`` or ``X-Pulsar-ListenerName``) has the name
+checked here, once, with the config's rule for listener names. A name that fails the rule is
+answered as an unknown listener, and only ever logged escaped and cut short: clients choose
+these bytes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pulsar_lookup_gateway.listeners.auth import ListenerGuard
+from pulsar_lookup_gateway.listeners.client_origin import ClientOrigin
+from pulsar_lookup_gateway.lookup.errors import LookupFailure
+from pulsar_lookup_gateway.lookup.resolve import listener_missing
+from pulsar_lookup_gateway.lookup.selection import ChoiceSource, ListenerChoice, is_listener_name
+from pulsar_lookup_gateway.lookup.service import LookupService
+from pulsar_lookup_gateway.lookup.untrusted import printable
+
+#: Characters of a refused listener name kept (escaped) in an answer or a log line.
+NAME_SHOWN = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Where a request goes: `choice` holds the listener and why it was chosen (its source);
+    `guard` the authentication and the listener names its socket allows."""
+
+    choice: ListenerChoice
+    guard: ListenerGuard
+
+    @property
+    def listener(self) -> str | None:
+        return self.choice.name
+
+    @property
+    def chosen_by(self) -> ChoiceSource:
+        return self.choice.source
+
+
+class Router:
+    """The routing decision of one socket (its listener tag and its guard)."""
+
+    def __init__(self, service: LookupService, guard: ListenerGuard) -> None:
+        self._service = service
+        self.guard = guard
+        self._listener = guard.listener
+        # What a request naming no listener gets: decided once for the socket, or once per
+        # connection or request where server names or client networks can choose instead.
+        self.socket_route = Route(service.choose(socket_listener=guard.listener), guard)
+        self.located = bool(service.routes)
+
+    def route(self, origin: ClientOrigin | None, server_name: str | None) -> Route:
+        """The route of a client at `origin` that dialled `server_name` (TLS) and names no
+        listener."""
+        if not self.located:
+            return self.socket_route
+        choice = self._service.choose(
+            server_name=server_name,
+            client_address=origin.address if origin is not None else None,
+            socket_listener=self._listener,
+            allowed=self.guard.allowed_names,
+        )
+        return Route(choice, self.guard)
+
+    def named(self, unnamed: Route, explicit: str | None, header: str | None = None) -> Route:
+        """The route of a request that may name a listener (`explicit` first, then `header`;
+        blank names count as none): `unnamed` when it names none. Check it with `refusal`."""
+        if not explicit and not header:
+            return unnamed
+        choice = self._service.choose(
+            explicit=explicit, header=header, socket_listener=self._listener
+        )
+        return Route(choice, self.guard)
+
+    def refusal(self, route: Route) -> LookupFailure | None:
+        """Why a request may not take `route` (None: it may): a name the client gave that
+        breaks the rule for listener names (answered as an unknown listener), or one the
+        socket does not allow (allowedListenerNames)."""
+        choice = route.choice
+        given = choice.source is ChoiceSource.EXPLICIT or choice.source is ChoiceSource.HEADER
+        if not given:
+            return None
+        if not is_listener_name(choice.name or ""):
+            return listener_missing(printable(choice.name or "", NAME_SHOWN))
+        return self.guard.refusal(choice)  # names the refused listener only, escaped
