@@ -53,11 +53,10 @@ from pulsar_lookup_gateway.listeners.auth import (
     not_authenticated,
     verified_peer_certificate,
 )
+from pulsar_lookup_gateway.listeners.broker_answers import TOPIC_LIST_MODES, BrokerRefusal
 from pulsar_lookup_gateway.listeners.broker_link import ANONYMOUS, BrokerLink, Principal
 from pulsar_lookup_gateway.listeners.client_origin import AddressSource, ClientOrigin
 from pulsar_lookup_gateway.listeners.forwarded import forwarded_for
-from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand
-from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import CommandGetTopicsOfNamespace
 from pulsar_lookup_gateway.listeners.routing import Router
 from pulsar_lookup_gateway.lookup.auto_creation import Partitions, TopicNotFound, topic_not_found
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
@@ -83,11 +82,7 @@ _NAMESPACE_TOPICS = f"/admin/v2/namespaces/{{tenant:{_SEGMENT}}}/{{namespace:{_S
 _SCHEMA_PATH = (
     f"/admin/v2/schemas/{{tenant:{_SEGMENT}}}/{{namespace:{_SEGMENT}}}/{{topic:{_SEGMENT}}}/schema"
 )
-_MODES = {
-    "PERSISTENT": CommandGetTopicsOfNamespace.PERSISTENT,
-    "NON_PERSISTENT": CommandGetTopicsOfNamespace.NON_PERSISTENT,
-    "ALL": CommandGetTopicsOfNamespace.ALL,
-}
+_MODES = TOPIC_LIST_MODES
 
 # Pure functions of their arguments, cached: parsing the path and encoding LookupData are a good
 # part of a lookup's cost. Bounded, so arbitrary paths cannot grow them.
@@ -247,12 +242,9 @@ class _Routes:
             )
         except LookupFailure as failure:
             return failure_response(failure)
-        if answer.type == BaseCommand.PARTITIONED_METADATA_RESPONSE:
-            body = answer.partitionMetadataResponse
-            if not body.HasField("error") and body.response != body.Failed:
-                return web.json_response({"partitions": body.partitions})
-            return broker_error_response(body.error, body.message)
-        return broker_error_response(answer.error.error, answer.error.message)
+        if isinstance(answer, BrokerRefusal):
+            return broker_error_response(answer)
+        return web.json_response({"partitions": answer.count})
 
     async def namespace_topics(self, request: web.Request) -> web.Response:
         """`GET /admin/v2/namespaces/{tenant}/{namespace}/topics?mode=`: the persistent topics
@@ -263,7 +255,7 @@ class _Routes:
         try:
             role = self._role(request)
             namespace = f"{request.match_info['tenant']}/{request.match_info['namespace']}"
-            if _MODES[mode_name] == CommandGetTopicsOfNamespace.PERSISTENT:
+            if mode_name == "PERSISTENT":
                 listing = await self.service.topics_of_namespace(
                     namespace, role=role, must_exist=True
                 )
@@ -274,9 +266,9 @@ class _Routes:
             )
         except LookupFailure as failure:
             return failure_response(failure)
-        if answer.type == BaseCommand.GET_TOPICS_OF_NAMESPACE_RESPONSE:
-            return web.json_response(list(answer.getTopicsOfNamespaceResponse.topics))
-        return broker_error_response(answer.error.error, answer.error.message)
+        if isinstance(answer, BrokerRefusal):
+            return broker_error_response(answer)
+        return web.json_response(list(answer.topics))
 
     async def schema(self, request: web.Request) -> web.Response:
         """`GET /admin/v2/schemas/{tenant}/{namespace}/{topic}/schema[/{version}]`, asked of
@@ -294,12 +286,9 @@ class _Routes:
             answer = await self._link().schema(topic.full, raw, principal=_principal(request, role))
         except LookupFailure as failure:
             return failure_response(failure)
-        if answer.type == BaseCommand.GET_SCHEMA_RESPONSE:
-            body = answer.getSchemaResponse
-            if body.HasField("error_code"):
-                return broker_error_response(body.error_code, body.error_message)
-            return web.json_response(schema_json(body))
-        return broker_error_response(answer.error.error, answer.error.message)
+        if isinstance(answer, BrokerRefusal):
+            return broker_error_response(answer)
+        return web.json_response(schema_json(answer))
 
     def _link(self) -> BrokerLink:
         if self.broker_link is None:

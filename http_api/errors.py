@@ -7,6 +7,7 @@ from types import MappingProxyType
 
 from aiohttp import web
 
+from pulsar_lookup_gateway.listeners.broker_answers import BrokerRefusal
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure, ServerError
 from pulsar_lookup_gateway.lookup.untrusted import printable
 
@@ -87,8 +88,7 @@ BROKER_ERROR_STATUS: Mapping[int, int] = MappingProxyType(
 )
 
 
-def broker_error_response(code: int, message: str) -> web.Response:
+def broker_error_response(refusal: BrokerRefusal) -> web.Response:
     """The answer to a forwarded request the broker refused (its code and message)."""
-    status = BROKER_ERROR_STATUS.get(code, 500)
-    reason = printable(message) or f"the broker refused the request (error {code})"
-    return json_error(status, reason, headers=_RETRY if status == 503 else None)
+    status = BROKER_ERROR_STATUS.get(refusal.code, 500)
+    return json_error(status, printable(refusal.reason), headers=_RETRY if status == 503 else None)

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import asyncio
 
+from pulsar_lookup_gateway.listeners.broker_answers import BrokerLookup
 from pulsar_lookup_gateway.listeners.broker_link import ANONYMOUS, BrokerLink, Principal
-from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
 from pulsar_lookup_gateway.lookup.protocol_data import ProtocolAnswer
 from pulsar_lookup_gateway.lookup.selection import ListenerChoice
@@ -104,16 +104,12 @@ class ProtocolLookups:
 
 async def _ask(link: BrokerLink, answer: ProtocolAnswer, principal: Principal) -> None:
     reply = await link.lookup(answer.topic.full, answer.broker_id, principal=principal)
-    if reply.type == BaseCommand.LOOKUP_RESPONSE:
-        body = reply.lookupTopicResponse
-        if body.HasField("response") and body.response == body.Connect:
+    if isinstance(reply, BrokerLookup):
+        if reply.connect:
             return
-        if body.HasField("response") and body.response == body.Redirect:
-            why = "it was redirected twice"
-        else:
-            why = body.message or f"error {body.error}"
+        why = "it was redirected twice"
     else:
-        why = reply.error.message or f"error {reply.error.error}"
+        why = reply.message or f"error {reply.code}"
     raise LookupFailure(
         FailureKind.BROKER_UNAVAILABLE,
         f"no broker took bundle {answer.topic.namespace_name}/{answer.bundle.name}: "

@@ -15,7 +15,7 @@ import json
 import struct
 from typing import Any
 
-from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import CommandGetSchemaResponse, Schema
+from pulsar_lookup_gateway.listeners.broker_answers import BrokerSchema
 
 __all__ = ["schema_json", "version_bytes"]
 
@@ -33,19 +33,17 @@ def version_bytes(text: str) -> bytes:
         raise ValueError(f"'{text[:24]}' is not a schema version") from None
 
 
-def schema_json(answer: CommandGetSchemaResponse) -> dict[str, Any]:
-    schema = answer.schema
-    properties = {item.key: item.value for item in schema.properties}
-    if schema.type == Schema.KEY_VALUE:
-        data = _key_value_data(schema.schema_data)
+def schema_json(schema: BrokerSchema) -> dict[str, Any]:
+    if schema.type_name == "KEY_VALUE":
+        data = _key_value_data(schema.data)
     else:
-        data = schema.schema_data.decode("utf-8", errors="replace")
+        data = schema.data.decode("utf-8", errors="replace")
     return {
-        "version": _version(answer.schema_version),
-        "type": Schema.Type.Name(schema.type),
+        "version": _version(schema.version),
+        "type": schema.type_name,
         "timestamp": 0,
         "data": data,
-        "properties": properties,
+        "properties": dict(schema.properties),
     }
 
 

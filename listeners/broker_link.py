@@ -53,6 +53,17 @@ from urllib.parse import unquote, urlsplit
 
 from google.protobuf.descriptor import FieldDescriptor
 
+from pulsar_lookup_gateway.listeners.broker_answers import (
+    BrokerLookup,
+    BrokerRefusal,
+    BrokerSchema,
+    PartitionCount,
+    TopicList,
+    lookup_of,
+    partitions_of,
+    schema_of,
+    topics_of,
+)
 from pulsar_lookup_gateway.listeners.config import TOKEN_PROVIDER
 from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.listeners.protocol.codec import (
@@ -166,8 +177,8 @@ class BrokerLink:
 
     async def partitioned_metadata(
         self, topic: str, *, auto_creation: bool, principal: Principal = ANONYMOUS
-    ) -> BaseCommand:
-        """PARTITIONED_METADATA_RESPONSE (or the broker's ERROR) for `topic`."""
+    ) -> PartitionCount | BrokerRefusal:
+        """The broker's partition count of `topic` (or its refusal)."""
 
         def build(request_id: int) -> bytes:
             return codec.partitioned_metadata(
@@ -175,7 +186,8 @@ class BrokerLink:
             )
 
         # A broker that does not honour field 6 would create the topic it was asked about.
-        return await self.request(build, principal, needs_no_creation_flag=not auto_creation)
+        answer = await self.request(build, principal, needs_no_creation_flag=not auto_creation)
+        return partitions_of(answer)
 
     async def topics_of_namespace(
         self,
@@ -185,21 +197,22 @@ class BrokerLink:
         topics_pattern: str | None = None,
         topics_hash: str | None = None,
         principal: Principal = ANONYMOUS,
-    ) -> BaseCommand:
-        """GET_TOPICS_OF_NAMESPACE_RESPONSE (or the broker's ERROR)."""
+    ) -> TopicList | BrokerRefusal:
+        """The broker's topics of `namespace` in `mode` (or its refusal)."""
 
         def build(request_id: int) -> bytes:
             return codec.get_topics_of_namespace(
                 namespace, request_id, mode, topics_pattern=topics_pattern, topics_hash=topics_hash
             )
 
-        return await self.request(build, principal)
+        return topics_of(await self.request(build, principal))
 
     async def schema(
         self, topic: str, version: bytes | None = None, *, principal: Principal = ANONYMOUS
-    ) -> BaseCommand:
-        """GET_SCHEMA_RESPONSE (or the broker's ERROR)."""
-        return await self.request(lambda rid: codec.get_schema(topic, rid, version), principal)
+    ) -> BrokerSchema | BrokerRefusal:
+        """The schema of `topic` (its latest, or `version`), or the broker's refusal."""
+        answer = await self.request(lambda rid: codec.get_schema(topic, rid, version), principal)
+        return schema_of(answer)
 
     # -- the link ------------------------------------------------------------------------------
 
@@ -246,12 +259,12 @@ class BrokerLink:
 
     async def lookup(
         self, topic: str, broker_id: str | None, *, principal: Principal = ANONYMOUS
-    ) -> BaseCommand:
+    ) -> BrokerLookup | BrokerRefusal:
         """LOOKUP `topic` as a Pulsar client would: non-authoritative, at `broker_id`'s internal
         URL (the load-manager leader; None or unknown: the next broker in turn), following a
         Redirect once, so that the broker the load manager picks takes the bundle (the gateway
-        itself never hands a bundle out). Returns the last LOOKUP_RESPONSE, or the broker's
-        ERROR. The lookup names the internal listener where the broker advertises it, so a
+        itself never hands a bundle out). Returns the last answer, or the broker's refusal.
+        The lookup names the internal listener where the broker advertises it, so a
         Redirect points at an address the link can reach."""
         if self._closed:
             raise _unavailable("the broker link is closed")
@@ -269,17 +282,16 @@ class BrokerLink:
         def ask(authoritative: bool) -> Callable[[int], bytes]:
             return lambda request_id: codec.lookup(topic, request_id, authoritative, listener)
 
-        answer = await self._request_at(url, ask(False), principal)
-        body = answer.lookupTopicResponse
-        if answer.type != BaseCommand.LOOKUP_RESPONSE or body.response != body.Redirect:
-            return answer
+        first = lookup_of(await self._request_at(url, ask(False), principal))
+        if not isinstance(first, BrokerLookup) or first.connect:
+            return first
         tls = self.settings.tls
-        target = (body.brokerServiceUrlTls if tls else body.brokerServiceUrl) or (
-            body.brokerServiceUrl if tls else body.brokerServiceUrlTls
+        target = (first.broker_url_tls if tls else first.broker_url) or (
+            first.broker_url if tls else first.broker_url_tls
         )
         if not target:
-            return answer
-        return await self._request_at(target, ask(body.authoritative), principal)
+            return first
+        return lookup_of(await self._request_at(target, ask(first.authoritative), principal))
 
     async def _request_at(
         self, url: str, build: Callable[[int], bytes], principal: Principal
@@ -589,10 +601,3 @@ def _request_id(command: BaseCommand) -> int | None:
     if "request_id" in body.DESCRIPTOR.fields_by_name and body.HasField("request_id"):
         return int(body.request_id)
     return None
-
-
-def relay(command: BaseCommand, request_id: int) -> bytes:
-    """The broker's answer `command` as a frame for the client whose request id is `request_id`."""
-    field = _BODY_FIELD[command.type]
-    getattr(command, field).request_id = request_id
-    return codec.encode_command(command)

@@ -2,10 +2,12 @@
 
 What the metadata store knows is answered from it, with the broker's rules (lookup.topic_list,
 lookup.auto_creation); what only a broker can answer (schemas, non-persistent topics, creating a
-partitioned topic) goes over the broker link and the broker's answer is relayed under the
-client's request id."""
+partitioned topic) goes over the broker link, and the broker's answer is written here, under
+the client's request id."""
 
 from __future__ import annotations
+
+from typing import cast
 
 from pulsar_lookup_gateway.listeners.binary.replies import (
     error_failed,
@@ -14,16 +16,19 @@ from pulsar_lookup_gateway.listeners.binary.replies import (
 )
 from pulsar_lookup_gateway.listeners.binary.requests import RequestRunner
 from pulsar_lookup_gateway.listeners.binary.session import Session
-from pulsar_lookup_gateway.listeners.broker_link import BrokerLink, relay
+from pulsar_lookup_gateway.listeners.broker_answers import BrokerRefusal, BrokerSchema, TopicList
+from pulsar_lookup_gateway.listeners.broker_link import BrokerLink
 from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import (
     CommandGetSchema,
     CommandGetTopicsOfNamespace,
     CommandPartitionedTopicMetadata,
+    Schema,
 )
 from pulsar_lookup_gateway.lookup.auto_creation import Partitions, TopicNotFound, topic_not_found
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
 from pulsar_lookup_gateway.lookup.service import LookupService
+from pulsar_lookup_gateway.lookup.topic_list import TopicListing
 from pulsar_lookup_gateway.lookup.topics import TopicName
 
 
@@ -71,7 +76,11 @@ class PartitionedMetadata(_BrokerBacked):
         answer = await self._link().partitioned_metadata(
             name.full, auto_creation=decision.auto_creation, principal=session.principal
         )
-        return relay(answer, request_id)
+        if isinstance(answer, BrokerRefusal):
+            return codec.partitioned_metadata_response(
+                request_id, error=_error(answer), message=answer.message
+            )
+        return codec.partitioned_metadata_response(request_id, answer.count)
 
 
 class TopicsOfNamespace(_BrokerBacked):
@@ -89,26 +98,29 @@ class TopicsOfNamespace(_BrokerBacked):
         exist only in brokers' memory) from a broker."""
         pattern = body.topics_pattern if body.HasField("topics_pattern") else None
         client_hash = body.topics_hash if body.HasField("topics_hash") else None
+        listing: TopicList | TopicListing | BrokerRefusal
         if body.mode == CommandGetTopicsOfNamespace.PERSISTENT:
             listing = await self._service.topics_of_namespace(
                 body.namespace, pattern=pattern, client_hash=client_hash, role=session.role
             )
-            return codec.get_topics_of_namespace_response(
-                body.request_id,
-                listing.topics,
-                filtered=listing.filtered,
-                topics_hash=listing.topics_hash,
-                changed=listing.changed,
+        else:
+            namespace = await self._service.namespace_access(body.namespace, role=session.role)
+            listing = await self._link().topics_of_namespace(
+                str(namespace),
+                body.mode,
+                topics_pattern=pattern,
+                topics_hash=client_hash,
+                principal=session.principal,
             )
-        namespace = await self._service.namespace_access(body.namespace, role=session.role)
-        answer = await self._link().topics_of_namespace(
-            str(namespace),
-            body.mode,
-            topics_pattern=pattern,
-            topics_hash=client_hash,
-            principal=session.principal,
+        if isinstance(listing, BrokerRefusal):
+            return codec.error(body.request_id, _error(listing), listing.message)
+        return codec.get_topics_of_namespace_response(
+            body.request_id,
+            listing.topics,
+            filtered=listing.filtered,
+            topics_hash=listing.topics_hash,
+            changed=listing.changed,
         )
-        return relay(answer, body.request_id)
 
 
 class Schemas(_BrokerBacked):
@@ -124,4 +136,20 @@ class Schemas(_BrokerBacked):
             await self._service.authorize(topic, session.role)
         version = body.schema_version if body.HasField("schema_version") else None
         answer = await self._link().schema(topic.full, version, principal=session.principal)
-        return relay(answer, body.request_id)
+        if isinstance(answer, BrokerRefusal):
+            return codec.get_schema_response(
+                body.request_id, error=_error(answer), message=answer.message
+            )
+        return codec.get_schema_response(
+            body.request_id, schema=_schema(answer), schema_version=answer.version
+        )
+
+
+def _error(refusal: BrokerRefusal) -> codec.ServerError:
+    return cast(codec.ServerError, refusal.code)
+
+
+def _schema(answer: BrokerSchema) -> Schema:
+    return codec.schema(
+        answer.name, cast(Schema.Type, answer.type_number), answer.data, dict(answer.properties)
+    )

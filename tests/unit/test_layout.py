@@ -112,6 +112,19 @@ def test_pure_modules_import_no_io_library(place: str) -> None:
     assert wrong == []
 
 
+def test_http_api_reads_no_broker_protobuf() -> None:
+    """The broker link hands the HTTP app plain values (listeners.broker_answers); the wire
+    format stays below it."""
+    wire = f"{IMPORT_NAME}.listeners.protocol"
+    wrong = [
+        f"{path.relative_to(ROOT)}:{line} imports {module}"
+        for path in sources("http_api")
+        for line, module in imported_modules(path)
+        if module == wire or module.startswith(f"{wire}.") or module.startswith("google.protobuf")
+    ]
+    assert wrong == []
+
+
 def test_the_rules_catch_a_forbidden_import(tmp_path: Path) -> None:
     """The walker sees imports inside functions too, where a lazy import would hide."""
     module = tmp_path / "m.py"

@@ -8,17 +8,22 @@ import struct
 import pytest
 
 from pulsar_lookup_gateway.http_api.schemas import schema_json, version_bytes
+from pulsar_lookup_gateway.listeners.broker_answers import BrokerSchema, schema_of
 from pulsar_lookup_gateway.listeners.protocol import codec
-from pulsar_lookup_gateway.listeners.protocol.codec import Schema
-from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import CommandGetSchemaResponse
+from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand, Schema
 
 AVRO = '{"type":"record","name":"R","fields":[]}'
 
 
-def answer(schema: Schema, version: int = 3) -> CommandGetSchemaResponse:
-    return CommandGetSchemaResponse(
-        request_id=1, schema=schema, schema_version=version.to_bytes(8, "big")
-    )
+def answer(schema: Schema, version: int = 3) -> BrokerSchema:
+    """The schema as the broker link reads it from a broker's GET_SCHEMA_RESPONSE."""
+    command = BaseCommand(type=BaseCommand.GET_SCHEMA_RESPONSE)
+    command.getSchemaResponse.request_id = 1
+    command.getSchemaResponse.schema.CopyFrom(schema)
+    command.getSchemaResponse.schema_version = version.to_bytes(8, "big")
+    read = schema_of(command)
+    assert isinstance(read, BrokerSchema)
+    return read
 
 
 def test_a_schema_as_rest_json() -> None:
