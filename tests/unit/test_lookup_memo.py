@@ -170,7 +170,9 @@ LOOKUP_FRAMES = st.builds(
     NAMES,
     st.sampled_from(["canonical"] * 5 + ["payload", "trailing-field", "padded-id", "swapped"]),
 )
-OTHER_FRAMES = st.sampled_from([codec.ping(), codec.connect("x", 21)]) | st.binary(max_size=40)
+OTHER_FRAMES = st.sampled_from([codec.ping(), codec.connect("x", 21)]) | st.binary(
+    min_size=1, max_size=40
+)  # (b"" is no frame)
 
 
 def _reference(data: bytes, entries: dict[bytes, Any], max_frame_size: int) -> list[bytes]:
