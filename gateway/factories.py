@@ -17,15 +17,15 @@ from pulsar_lookup_gateway.listeners.auth import (
     load_public_key,
     read_key,
 )
-from pulsar_lookup_gateway.listeners.binary import BinarySettings
-from pulsar_lookup_gateway.listeners.binary.settings import FRAME_PADDING
-from pulsar_lookup_gateway.listeners.broker_link import LinkSettings
-from pulsar_lookup_gateway.listeners.config import (
+from pulsar_lookup_gateway.listeners.auth_keys import (
     SECRET_KEY_ALGORITHM,
     TLS_PROVIDER,
     TOKEN_PROVIDER,
-    GatewayConfig,
 )
+from pulsar_lookup_gateway.listeners.binary import BinarySettings
+from pulsar_lookup_gateway.listeners.binary.settings import FRAME_PADDING
+from pulsar_lookup_gateway.listeners.broker_link import LinkSettings
+from pulsar_lookup_gateway.listeners.config import GatewayConfig
 
 
 def binary_settings(config: GatewayConfig, listener: str | None) -> BinarySettings:

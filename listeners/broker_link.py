@@ -53,6 +53,7 @@ from urllib.parse import unquote, urlsplit
 
 from google.protobuf.descriptor import FieldDescriptor
 
+from pulsar_lookup_gateway.listeners.auth_keys import TOKEN_PROVIDER
 from pulsar_lookup_gateway.listeners.broker_answers import (
     BrokerLookup,
     BrokerRefusal,
@@ -64,7 +65,6 @@ from pulsar_lookup_gateway.listeners.broker_answers import (
     schema_of,
     topics_of,
 )
-from pulsar_lookup_gateway.listeners.config import TOKEN_PROVIDER
 from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.listeners.protocol.codec import (
     BaseCommand,

@@ -6,13 +6,10 @@ This module only validates. Every problem is reported with the key (and the entr
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import unquote, unquote_to_bytes, urlsplit
 
 from pydantic import (
     BaseModel,
@@ -26,37 +23,65 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel, to_snake
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from pulsar_lookup_gateway.listeners.auth_keys import (
+    BROKER_CLIENT_PLUGINS,
+    CLIENT_AUTH_PACKAGE,
+    PUBLIC_KEY_ALGORITHMS,
+    SECRET_KEY_ALGORITHM,
+    TLS_PROVIDER,
+    TOKEN_PROVIDER,
+    canonical_providers,
+    parse_key_url,
+)
 from pulsar_lookup_gateway.listeners.conf_file import RawConfig, closest_key, read_config_file
+from pulsar_lookup_gateway.listeners.config_rules import (
+    client_routes,
+    merge_tls,
+    problems_of,
+    sockets,
+)
 from pulsar_lookup_gateway.listeners.endpoints import (
     AdvertisedListener,
     BindAddress,
     parse_advertised_listeners,
     parse_bind_addresses,
 )
-from pulsar_lookup_gateway.listeners.socket_table import SocketSpec, plan_sockets, socket_conflicts
+from pulsar_lookup_gateway.listeners.listener_settings import (
+    LISTENER_PREFIX,
+    CommaList,
+    ListenerSettings,
+    OptionalText,
+    Port,
+    StoreType,
+    blank_is_none,
+)
+from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
 from pulsar_lookup_gateway.lookup.auto_creation import AutoCreationSettings, TopicType
 from pulsar_lookup_gateway.lookup.networks import NetworkTable, parse_cidr
 from pulsar_lookup_gateway.lookup.resolve import ResolvePolicy
 from pulsar_lookup_gateway.lookup.selection import ClientRoutes, RoutesError
 from pulsar_lookup_gateway.lookup.topic_list import DEFAULT_PATTERN_MAX_LENGTH
 from pulsar_lookup_gateway.metadata_store.url import MetadataUrl, parse_metadata_url
-from pulsar_lookup_gateway.tls.settings import TLS_KEYS, TlsSettings
+from pulsar_lookup_gateway.tls.settings import TlsSettings
 
-
-def _blank_is_none(value: Any) -> Any:
-    return None if isinstance(value, str) and not value.strip() else value
-
-
-def _comma_list(value: Any) -> Any:
-    if isinstance(value, str):
-        return tuple(item.strip() for item in value.split(",") if item.strip())
-    return value
-
-
-Port = Annotated[Annotated[int, Field(ge=0, le=65535)] | None, BeforeValidator(_blank_is_none)]
-OptionalText = Annotated[str | None, BeforeValidator(_blank_is_none)]
-CommaList = Annotated[tuple[str, ...], BeforeValidator(_comma_list)]
+# Names other modules import from here (the configuration's face).
+__all__ = [
+    "KNOWN_KEYS",
+    "LISTENER_PREFIX",
+    "SECRET_KEY_ALGORITHM",
+    "TLS_PROVIDER",
+    "TOKEN_PROVIDER",
+    "ConfigError",
+    "ConfigProblem",
+    "GatewayConfig",
+    "ListenerSettings",
+    "LoadedConfig",
+    "load_config",
+    "parse_key_url",
+    "validate_raw",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,173 +101,10 @@ class ConfigError(Exception):
         self.warnings = warnings or []
 
 
-def _store_type(value: Any) -> Any:
-    if isinstance(value, str) and value.strip():
-        if value.strip().upper() not in ("PEM", "PKCS12"):
-            raise ValueError(f"'{value}' is not PEM or PKCS12")
-        return value.strip().upper()
-    return _blank_is_none(value)
-
-
-StoreType = Annotated[str | None, BeforeValidator(_store_type)]
-OptionalCommaList = Annotated[tuple[str, ...] | None, BeforeValidator(_comma_list)]
-
-
-class ListenerSettings(BaseModel):
-    """Settings one listener may override, written `listener.<name>.<key>=value`.
-    A TLS key left unset here falls back to the global key of the same name."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
-
-    # Pulsar's proxy_through_service_url: clients would reconnect to the gateway with
-    # CONNECT.proxy_to_broker_url and send their producers and consumers to it, which a lookup
-    # service cannot serve. Accepted only as false (a config that spells out the default).
-    proxy_through_service_url: bool = False
-
-    tls_certificate_file_path: OptionalText = None
-    tls_key_file_path: OptionalText = None
-    tls_key_password: OptionalText = None
-    tls_trust_certs_file_path: OptionalText = None
-    tls_key_store_type: StoreType = None
-    tls_key_store: OptionalText = None
-    tls_key_store_password: OptionalText = None
-    tls_require_trusted_client_cert_on_connect: bool | None = None
-    tls_protocols: OptionalCommaList = None
-    tls_ciphers: OptionalCommaList = None
-
-    # Whether lookups on this listener must authenticate (unset: authenticationEnabled).
-    authentication_required: Annotated[bool | None, BeforeValidator(_blank_is_none)] = None
-    # Listener names a client on this listener may ask for (listenerName, the header, the
-    # binary field); unset: any. A name outside the list is refused.
-    allowed_listener_names: OptionalCommaList = None
-
-    # Where a client is (issue: clients behind balancers all arrive from one address):
-    # TLS server names and client networks that choose this listener, on any socket.
-    sni_hostnames: OptionalCommaList = None
-    client_cidrs: OptionalCommaList = None
-    # This listener's sockets require a PROXY protocol header (v1 or v2) from a peer in
-    # trustedProxyCidrs before anything else, TLS included.
-    proxy_protocol: bool = False
-
-    @field_validator("proxy_through_service_url")
-    @classmethod
-    def _no_proxying(cls, value: bool) -> bool:
-        if value:
-            raise ValueError(
-                "the gateway answers lookups only: with true, clients would reconnect to the "
-                "gateway and name the broker in CONNECT (proxy_to_broker_url), and their "
-                "producers and consumers would be refused; remove the key (Pulsar's proxy "
-                "is what proxies connections to brokers)"
-            )
-        return value
-
-
-LISTENER_PREFIX = "listener."
-
-# --- authentication keys ------------------------------------------------------------------------
-
-TOKEN_PROVIDER = "token"
-TLS_PROVIDER = "tls"
-_PULSAR_AUTH_PACKAGE = "org.apache.pulsar.broker.authentication."
-#: authenticationProviders accepts Pulsar's class names and the short names.
-PROVIDER_NAMES: Mapping[str, str] = {
-    TOKEN_PROVIDER: TOKEN_PROVIDER,
-    TLS_PROVIDER: TLS_PROVIDER,
-    _PULSAR_AUTH_PACKAGE + "AuthenticationProviderToken": TOKEN_PROVIDER,
-    _PULSAR_AUTH_PACKAGE + "AuthenticationProviderTls": TLS_PROVIDER,
-}
-#: tokenPublicAlg: the asymmetric JWS algorithms (RFC 7518) Pulsar's tokens use. HS* are not
-#: here on purpose: an HMAC "public" key would let anyone who has it sign tokens.
-PUBLIC_KEY_ALGORITHMS = (
-    "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512",
-)  # fmt: skip
-SECRET_KEY_ALGORITHM = "HS256"  # tokenSecretKey, as in Pulsar
-_KEY_FORMATS = "data:;base64,<base64> or file:///absolute/path"
-
-
-@dataclass(frozen=True, slots=True)
-class KeyUrl:
-    """A key given as Pulsar accepts it: inline (`data:[<type>][;base64],<data>`, RFC 2397) or
-    a file (`file:///absolute/path`). Only parsed here; the file is read by listeners.auth."""
-
-    data: bytes | None = None
-    path: Path | None = None
-
-
-def parse_key_url(value: str) -> KeyUrl:
-    """Parse a tokenSecretKey / tokenPublicKey value; ValueError says what is wrong."""
-    text = value.strip()
-    if text[:5].lower() == "data:":
-        meta, comma, payload = text[5:].partition(",")
-        if not comma:
-            raise ValueError(f"a data: URL needs a ',' before the data ({_KEY_FORMATS})")
-        if meta.lower().endswith(";base64"):
-            try:
-                data = base64.b64decode("".join(payload.split()), validate=True)
-            except (binascii.Error, ValueError):
-                raise ValueError("the data: URL's data is not valid base64") from None
-        else:
-            data = unquote_to_bytes(payload)
-        if not data:
-            raise ValueError("the data: URL holds no key")
-        return KeyUrl(data=data)
-    if text[:5].lower() == "file:":
-        parts = urlsplit(text)
-        if parts.netloc not in ("", "localhost") or parts.query or parts.fragment:
-            raise ValueError(f"'{value}' is not a local file URL ({_KEY_FORMATS})")
-        path = unquote(parts.path)
-        if not path.startswith("/") or path == "/":
-            raise ValueError(f"'{value}' does not name an absolute path ({_KEY_FORMATS})")
-        return KeyUrl(path=Path(path))
-    raise ValueError(f"expected {_KEY_FORMATS}")
-
-
-def _providers(value: Any) -> Any:
-    if not isinstance(value, tuple):
-        return value
-    canonical: list[str] = []
-    unknown: list[str] = []
-    for name in value:
-        short = PROVIDER_NAMES.get(name)
-        if short is None:
-            unknown.append(name)
-        elif short not in canonical:
-            canonical.append(short)
-    if unknown:
-        raise ValueError(
-            "\n".join(
-                f"'{name}' is not a provider the gateway supports: token or tls "
-                f"({_PULSAR_AUTH_PACKAGE}AuthenticationProviderToken / ...Tls)"
-                for name in unknown
-            )
-        )
-    return tuple(canonical)
-
-
-_CLIENT_AUTH_PACKAGE = "org.apache.pulsar.client.impl.auth."
-#: brokerClientAuthenticationPlugin: Pulsar's client plugin class names and short names; None
-#: is no authentication.
-BROKER_CLIENT_PLUGINS: Mapping[str, str | None] = {
-    TOKEN_PROVIDER: TOKEN_PROVIDER,
-    _CLIENT_AUTH_PACKAGE + "AuthenticationToken": TOKEN_PROVIDER,
-    _CLIENT_AUTH_PACKAGE + "AuthenticationDisabled": None,
-}
-
-
-def _required_anywhere(data: Mapping[str, Any]) -> list[str]:
-    """The keys that make some socket require authentication (empty: none does)."""
-    keys = ["authenticationEnabled=true"] if data.get("authentication_enabled") else []
-    per_listener: dict[str, ListenerSettings] = data.get("listener_settings", {})
-    keys += [
-        f"{LISTENER_PREFIX}{name}.authenticationRequired=true"
-        for name, settings in per_listener.items()
-        if settings.authentication_required
-    ]
-    return keys
-
-
 class GatewayConfig(BaseModel):
-    """Field order matters: a validator sees only the fields declared above it."""
+    """Each key validates on its own (its field validator sees its own value only); the rules
+    that tie keys together run once, on the validated values (listeners.config_rules), so
+    neither depends on the order keys are declared or validated in."""
 
     model_config = ConfigDict(
         alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True
@@ -252,7 +114,7 @@ class GatewayConfig(BaseModel):
     # A separate configuration store (policies, tenants, partitioned topics, clusters); unset:
     # metadataStoreUrl holds everything. Pulsar's older key: configurationStoreServers.
     configuration_metadata_store_url: Annotated[
-        MetadataUrl | None, BeforeValidator(_blank_is_none)
+        MetadataUrl | None, BeforeValidator(blank_is_none)
     ] = None
     # The local cluster's name, for the geo-replication checks (unset: they are skipped).
     cluster_name: OptionalText = None
@@ -320,7 +182,7 @@ class GatewayConfig(BaseModel):
     # The broker link, for what only a broker can answer (Pulsar's proxy keys).
     broker_client_authentication_plugin: OptionalText = None
     broker_client_authentication_parameters: Annotated[
-        SecretStr | None, BeforeValidator(_blank_is_none)
+        SecretStr | None, BeforeValidator(blank_is_none)
     ] = Field(None, validate_default=True)
     broker_client_trust_certs_file_path: OptionalText = None
     tls_enabled_with_broker: bool = False
@@ -364,104 +226,19 @@ class GatewayConfig(BaseModel):
 
     @field_validator("internal_listener_name", mode="before")
     @classmethod
-    def _internal(cls, value: Any, info: ValidationInfo) -> Any:
-        value = _blank_is_none(value)
-        listeners: tuple[AdvertisedListener, ...] | None = info.data.get("advertised_listeners")
-        if listeners is None:  # advertisedListeners itself is invalid; reported there
-            return value
-        names = [listener.name for listener in listeners]
-        if value is None:
-            return names[0] if names else None
-        if value not in names:
-            declared = ", ".join(names) or "none"
-            raise ValueError(f"'{value}' is not declared in advertisedListeners ({declared})")
-        return value
+    def _internal(cls, value: Any) -> Any:
+        return blank_is_none(value)
 
     @field_validator("bind_addresses", mode="before")
     @classmethod
-    def _binds(cls, value: Any, info: ValidationInfo) -> Any:
-        binds = parse_bind_addresses(value) if isinstance(value, str) else value
-        problems: list[str] = []
-        listeners: tuple[AdvertisedListener, ...] | None = info.data.get("advertised_listeners")
-        if listeners is not None:
-            declared = {listener.name for listener in listeners}
-            problems += [
-                f"entry '{b.listener}:{b.endpoint.url}': listener '{b.listener}' is not "
-                "declared in advertisedListeners"
-                for b in binds
-                if b.listener not in declared
-            ]
-        if "bind_address" in info.data:
-            legacy = {
-                key: info.data.get(field)
-                for key, field in _LEGACY_FIELDS.items()
-                if field in info.data
-            }
-            specs = plan_sockets(info.data["bind_address"], legacy, binds)
-            if not specs and len(legacy) == len(_LEGACY_FIELDS):  # (an invalid port: reported)
-                problems.append(
-                    "no socket would open: bindAddresses is empty and "
-                    f"{', '.join(_LEGACY_FIELDS)} are all unset; set bindAddresses="
-                    "name:scheme://host:port,... or one of those ports"
-                )
-            problems += socket_conflicts(specs)
-            per_listener: dict[str, ListenerSettings] = info.data.get("listener_settings", {})
-            problems += [
-                f"{spec.origin} is a TLS socket but no TLS material is configured "
-                "(tlsCertificateFilePath and tlsKeyFilePath, or tlsKeyStoreType=PKCS12 "
-                f"and tlsKeyStore{_per_listener_hint(spec.listener)})"
-                for spec in specs
-                if spec.tls
-                and not _merge_tls(
-                    info.data, per_listener.get(spec.listener or ""), spec.listener
-                ).has_material
-            ]
-        if problems:
-            raise ValueError("\n".join(problems))
-        return binds
-
-    @field_validator("listener_settings", mode="before")
-    @classmethod
-    def _per_listener(cls, value: Any, info: ValidationInfo) -> Any:
-        listeners: tuple[AdvertisedListener, ...] | None = info.data.get("advertised_listeners")
-        if listeners is not None and isinstance(value, dict):
-            declared = {listener.name for listener in listeners}
-            unknown = [f"listener.{name}.*" for name in value if name not in declared]
-            if unknown:
-                raise ValueError(
-                    "\n".join(
-                        f"{key}: listener is not declared in advertisedListeners" for key in unknown
-                    )
-                )
-        return value
+    def _binds(cls, value: Any) -> Any:
+        return parse_bind_addresses(value) if isinstance(value, str) else value
 
     @field_validator("listener_settings")
     @classmethod
-    def _allowed_names(
-        cls, value: dict[str, ListenerSettings], info: ValidationInfo
-    ) -> dict[str, ListenerSettings]:
-        listeners: tuple[AdvertisedListener, ...] | None = info.data.get("advertised_listeners")
-        if listeners is None:
-            return value
-        declared = [listener.name for listener in listeners]
-        problems = [
-            f"{LISTENER_PREFIX}{name}.allowedListenerNames: '{allowed}' is not declared in "
-            f"advertisedListeners ({', '.join(declared) or 'none'})"
-            for name, settings in value.items()
-            for allowed in settings.allowed_listener_names or ()
-            if allowed not in declared
-        ]
-        if problems:
-            raise ValueError("\n".join(problems))
-        return value
-
-    @field_validator("listener_settings")
-    @classmethod
-    def _routes(
-        cls, value: dict[str, ListenerSettings], info: ValidationInfo
-    ) -> dict[str, ListenerSettings]:
+    def _routes(cls, value: dict[str, ListenerSettings]) -> dict[str, ListenerSettings]:
         try:
-            _client_routes(value)
+            client_routes(value)
         except RoutesError as exc:
             keys = {"sni": "sniHostnames", "network": "clientCidrs"}
             raise ValueError(
@@ -474,32 +251,21 @@ class GatewayConfig(BaseModel):
 
     @field_validator("trusted_proxy_cidrs")
     @classmethod
-    def _trusted_proxies(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+    def _trusted_proxies(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         problems = []
         for entry in value:
             try:
                 parse_cidr(entry)
             except ValueError as exc:
                 problems.append(str(exc))
-        per_listener: dict[str, ListenerSettings] = info.data.get("listener_settings", {})
-        proxied = [name for name, own in per_listener.items() if own.proxy_protocol]
-        if proxied and not value:
-            problems += [
-                f"{LISTENER_PREFIX}{name}.proxyProtocol=true needs the balancers' addresses "
-                "here: a PROXY header is believed only from them"
-                for name in proxied
-            ]
         if problems:
             raise ValueError("\n".join(problems))
         return value
 
     @field_validator("authentication_providers")
     @classmethod
-    def _auth_providers(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
-        providers: tuple[str, ...] = _providers(value)
-        required = _required_anywhere(info.data)
-        if required and not providers:
-            raise ValueError(f"{' and '.join(required)} needs at least one provider (token, tls)")
+    def _auth_providers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        providers: tuple[str, ...] = canonical_providers(value)
         return providers
 
     @field_validator("token_secret_key")
@@ -514,21 +280,9 @@ class GatewayConfig(BaseModel):
 
     @field_validator("token_public_key")
     @classmethod
-    def _public_key(cls, value: str | None, info: ValidationInfo) -> str | None:
+    def _public_key(cls, value: str | None) -> str | None:
         if value is not None:
             parse_key_url(value)
-        if "token_secret_key" not in info.data or "authentication_providers" not in info.data:
-            return value  # reported at those keys
-        secret = info.data["token_secret_key"]
-        if value is not None and secret is not None:
-            raise ValueError("set tokenSecretKey (HS256) or tokenPublicKey, not both")
-        providers: tuple[str, ...] = info.data["authentication_providers"]
-        keyless = value is None and secret is None and TOKEN_PROVIDER in providers
-        if keyless and _required_anywhere(info.data):
-            raise ValueError(
-                "the token provider needs a key: tokenSecretKey (HS256) or tokenPublicKey "
-                f"(with tokenPublicAlg), as {_KEY_FORMATS}"
-            )
         return value
 
     @field_validator("token_public_alg", mode="before")
@@ -555,16 +309,32 @@ class GatewayConfig(BaseModel):
             return value.strip()
         return value
 
-    @field_validator("authorization_enabled")
-    @classmethod
-    def _authorization(cls, value: bool, info: ValidationInfo) -> bool:
-        known = "authentication_enabled" in info.data and "listener_settings" in info.data
-        if value and known and not _required_anywhere(info.data):
-            raise ValueError(
-                "authorization checks the authenticated role: set authenticationEnabled=true "
-                f"or {LISTENER_PREFIX}<name>.authenticationRequired=true"
+    @model_validator(mode="after")
+    def _keys_together(self, info: ValidationInfo) -> GatewayConfig:
+        """The rules that tie keys together, on the validated values, all problems at once.
+        A second pass of validate_raw (context "failed": the keys that failed on their own,
+        at their defaults here) runs the rules those keys do not feed."""
+        values = dict(self)
+        failed: frozenset[str] = (info.context or {}).get("failed", frozenset())
+        problems = problems_of(values, failed)
+        if problems:
+            raise ValidationError.from_exception_data(
+                type(self).__name__,
+                [
+                    InitErrorDetails(
+                        type=PydanticCustomError("value_error", message),
+                        loc=(to_camel(field),),
+                        input=values.get(field),
+                    )
+                    for field, message in problems
+                ],
             )
-        return value
+        if self.internal_listener_name is None and self.advertised_listeners:
+            # Unset: the first listener declared, as in Pulsar.
+            return self.model_copy(
+                update={"internal_listener_name": self.advertised_listeners[0].name}
+            )
+        return self
 
     def authentication_required(self, listener: str | None) -> bool:
         """Whether a socket tagged with `listener` (None: a legacy socket) requires
@@ -574,7 +344,7 @@ class GatewayConfig(BaseModel):
 
     def tls_for(self, listener: str | None) -> TlsSettings:
         """The TLS settings of a socket tagged with `listener` (None: a legacy socket)."""
-        return _merge_tls(self.model_dump(), self.listener_settings.get(listener or ""), listener)
+        return merge_tls(self.model_dump(), self.listener_settings.get(listener or ""), listener)
 
     def tls_settings(self) -> dict[str | None, TlsSettings]:
         """The TLS settings of every listener with a TLS socket (None: legacy TLS sockets), and
@@ -597,15 +367,14 @@ class GatewayConfig(BaseModel):
     # -- derived views, no I/O ------------------------------------------------------------
 
     def sockets(self) -> list[SocketSpec]:
-        legacy = {key: getattr(self, field) for key, field in _LEGACY_FIELDS.items()}
-        return plan_sockets(self.bind_address, legacy, self.bind_addresses)
+        return sockets(dict(self), self.bind_addresses)
 
     def listener(self, name: str) -> AdvertisedListener | None:
         return next((lst for lst in self.advertised_listeners if lst.name == name), None)
 
     def client_routes(self) -> ClientRoutes:
         """The sniHostnames and clientCidrs of every listener (validated already)."""
-        return _client_routes(self.listener_settings)
+        return client_routes(self.listener_settings)
 
     def trusted_proxies(self) -> NetworkTable[bool]:
         networks = {parse_cidr(entry): True for entry in self.trusted_proxy_cidrs}
@@ -629,40 +398,12 @@ class GatewayConfig(BaseModel):
         plugin = BROKER_CLIENT_PLUGINS.get(value.strip())
         if plugin is None:
             raise ValueError(
-                f"'{value}' is not a plugin the gateway supports: {_CLIENT_AUTH_PACKAGE}"
+                f"'{value}' is not a plugin the gateway supports: {CLIENT_AUTH_PACKAGE}"
                 "AuthenticationToken (or token), or AuthenticationDisabled"
             )
         return plugin
 
-    @field_validator("broker_client_authentication_parameters")
-    @classmethod
-    def _broker_client_parameters(
-        cls, value: SecretStr | None, info: ValidationInfo
-    ) -> SecretStr | None:
-        # Never echo the value: it is a credential.
-        plugin = info.data.get("broker_client_authentication_plugin")
-        if plugin == TOKEN_PROVIDER and value is None:
-            raise ValueError(
-                "brokerClientAuthenticationPlugin=AuthenticationToken needs the token: "
-                "token:<jwt> or file:///path/to/token"
-            )
-        if plugin == TOKEN_PROVIDER and value is not None:
-            text = value.get_secret_value().strip()
-            if text.startswith("file:"):
-                path = unquote(urlsplit(text).path)
-                if not path.startswith("/"):
-                    raise ValueError("a file: token must name an absolute path (file:///path)")
-            elif not text.removeprefix("token:").strip():
-                raise ValueError("the token is empty")
-        return value
 
-
-_LEGACY_FIELDS = {
-    "brokerServicePort": "broker_service_port",
-    "brokerServicePortTls": "broker_service_port_tls",
-    "webServicePort": "web_service_port",
-    "webServicePortTls": "web_service_port_tls",
-}
 _DEFAULT_LISTENER_SETTINGS = ListenerSettings()
 LISTENER_KEYS = frozenset(to_camel(name) for name in ListenerSettings.model_fields)
 KNOWN_KEYS = frozenset(
@@ -684,48 +425,6 @@ RETIRED_KEYS: Mapping[str, str] = {
         "only when it creates a namespace)"
     ),
 }
-
-
-def _merge_tls(
-    data: Mapping[str, Any], own: ListenerSettings | None, listener: str | None
-) -> TlsSettings:
-    """Global tls* values (`data`, by field name) with a listener's own values over them, each
-    setting with the key it came from."""
-    values: dict[str, Any] = {}
-    keys: dict[str, str] = {}
-    for setting, key in TLS_KEYS.items():
-        field = to_snake(key)
-        value = getattr(own, field, None) if own is not None else None
-        if value is None:
-            value = data.get(field)
-        else:
-            key = f"{LISTENER_PREFIX}{listener}.{key}"
-        values[setting], keys[setting] = value, key
-    return TlsSettings(
-        certificate_file=values["certificate_file"],
-        key_file=values["key_file"],
-        key_password=values["key_password"],
-        trust_certs_file=values["trust_certs_file"],
-        key_store_type=values["key_store_type"] or "PEM",
-        key_store=values["key_store"],
-        key_store_password=values["key_store_password"],
-        require_client_cert=bool(values["require_client_cert"]),
-        protocols=tuple(values["protocols"] or ()),
-        ciphers=tuple(values["ciphers"] or ()),
-        refresh_seconds=int(data.get("tls_cert_refresh_check_duration_sec", 300)),
-        keys=keys,
-    )
-
-
-def _client_routes(per_listener: Mapping[str, ListenerSettings]) -> ClientRoutes:
-    return ClientRoutes.build(
-        {name: own.sni_hostnames or () for name, own in per_listener.items()},
-        {name: own.client_cidrs or () for name, own in per_listener.items()},
-    )
-
-
-def _per_listener_hint(listener: str | None) -> str:
-    return f", or the same keys as listener.{listener}.<key>" if listener else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -761,9 +460,31 @@ def validate_raw(raw: RawConfig) -> LoadedConfig:
         config = GatewayConfig.model_validate(values)
     except ValidationError as exc:
         problems += _problems_of(exc, raw)
+        problems += _rules_despite(exc, values, raw)
     if problems or config is None:
         raise ConfigError(problems, warnings)
     return LoadedConfig(config, warnings)
+
+
+#: What stands in, in the second pass, for a required key that failed: no rule reads it.
+_STAND_INS = {"metadataStoreUrl": "file:/"}
+
+
+def _rules_despite(
+    exc: ValidationError, values: dict[str, Any], raw: RawConfig
+) -> list[ConfigProblem]:
+    """The problems of the rules between keys that did validate, when some key did not: a
+    second pass with the failed keys at their defaults, and the rules they feed not run."""
+    failed_keys = {str(err["loc"][0]) for err in exc.errors() if err["loc"]}
+    rest = {key: value for key, value in values.items() if key not in failed_keys}
+    for key, stand_in in _STAND_INS.items():
+        rest.setdefault(key, stand_in)
+    failed = frozenset(to_snake(key) for key in failed_keys)
+    try:
+        GatewayConfig.model_validate(rest, context={"failed": failed})
+    except ValidationError as second:
+        return _problems_of(second, raw)
+    return []
 
 
 def _did_you_mean(key: str, known: frozenset[str]) -> str:

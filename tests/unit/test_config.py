@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import pytest
@@ -431,3 +432,49 @@ def test_proxy_through_service_url_is_refused_when_true() -> None:
     assert message.startswith("listener.edge.proxyThroughServiceUrl (test.conf:3): ")
     assert "answers lookups only" in message and "proxy_to_broker_url" in message
     assert load(BASE + listeners + "listener.edge.proxyThroughServiceUrl=false\n").warnings == []
+
+
+def test_no_key_validator_reads_another_key() -> None:
+    """A field validator sees only its own value (it takes no ValidationInfo, whose `data`
+    holds the keys validated before it): the rules between keys are one model-level pass,
+    so the order keys are declared or validated in cannot change a result."""
+    decorators = GatewayConfig.__pydantic_decorators__
+    for name, decorator in decorators.field_validators.items():
+        assert list(inspect.signature(decorator.func).parameters) == ["value"], name
+    after = [d for d in decorators.model_validators.values() if d.info.mode == "after"]
+    assert len(after) == 1
+
+
+@pytest.mark.parametrize(
+    ("broken", "expected_key"),
+    [
+        # a key declared before every key the rules read, and one declared after them all
+        ("webServicePort=x\n", "webServicePort"),
+        ("tlsEnabledWithBroker=maybe\n", "tlsEnabledWithBroker"),
+    ],
+)
+def test_the_rules_between_keys_run_whichever_key_failed(broken: str, expected_key: str) -> None:
+    found = problems(
+        broken
+        + "metadataStoreUrl=file:/x.json\n"
+        + "advertisedListeners=a:pulsar://h:1\n"
+        + "bindAddresses=b:pulsar://127.0.0.1:7001\n"
+        + "authorizationEnabled=true\n"
+    )
+    assert [p.split(" ")[0].rstrip(":") for p in found] == [
+        expected_key,
+        "bindAddresses",
+        "authorizationEnabled",
+    ], found
+    assert "listener 'b' is not declared in advertisedListeners" in found[1]
+
+
+def test_a_rule_fed_by_a_key_that_failed_is_not_run() -> None:
+    """bindAddresses names a listener of advertisedListeners: when advertisedListeners itself
+    is broken, that is the one problem (not a second one about every bind address)."""
+    found = problems(
+        "metadataStoreUrl=file:/x.json\n"
+        "advertisedListeners=not a listener\n"
+        "bindAddresses=b:pulsar://127.0.0.1:7001\n"
+    )
+    assert len(found) == 1 and found[0].startswith("advertisedListeners"), found
