@@ -8,8 +8,12 @@ import binascii
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import unquote, unquote_to_bytes, urlsplit
+
+from pydantic import AfterValidator, BeforeValidator
+
+from pulsar_lookup_gateway.listeners.listener_settings import CommaList, OptionalText
 
 TOKEN_PROVIDER = "token"
 TLS_PROVIDER = "tls"
@@ -99,3 +103,48 @@ BROKER_CLIENT_PLUGINS: Mapping[str, str | None] = {
     CLIENT_AUTH_PACKAGE + "AuthenticationToken": TOKEN_PROVIDER,
     CLIENT_AUTH_PACKAGE + "AuthenticationDisabled": None,
 }
+
+
+def _secret_key(value: str | None) -> str | None:
+    if value is not None:
+        data = parse_key_url(value).data
+        if data is not None and len(data) < 32:
+            # RFC 7518 3.2: an HS256 key has at least 256 bits (Pulsar makes 32 bytes).
+            raise ValueError(f"an HS256 secret needs at least 32 bytes, this has {len(data)}")
+    return value
+
+
+def _key_url(value: str | None) -> str | None:
+    if value is not None:
+        parse_key_url(value)
+    return value
+
+
+def _public_algorithm(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    alg = value.strip().upper()
+    if alg in PUBLIC_KEY_ALGORITHMS:
+        return alg
+    if alg.startswith("HS"):
+        raise ValueError(
+            f"'{value}' is a shared-secret algorithm: give the secret as tokenSecretKey "
+            f"(HS256); tokenPublicAlg is one of {', '.join(PUBLIC_KEY_ALGORITHMS)}"
+        )
+    raise ValueError(f"'{value}' is not one of {', '.join(PUBLIC_KEY_ALGORITHMS)}")
+
+
+def _claim_name(value: Any) -> Any:
+    if isinstance(value, str):
+        if not value.strip():
+            raise ValueError("must name a claim")
+        return value.strip()
+    return value
+
+
+# The keys' types: each checks its own value only.
+Providers = Annotated[CommaList, AfterValidator(canonical_providers)]
+SecretKeyUrl = Annotated[OptionalText, AfterValidator(_secret_key)]
+KeyUrlText = Annotated[OptionalText, AfterValidator(_key_url)]
+PublicAlgorithm = Annotated[str, BeforeValidator(_public_algorithm)]
+ClaimName = Annotated[str, BeforeValidator(_claim_name)]

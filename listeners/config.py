@@ -28,11 +28,14 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from pulsar_lookup_gateway.listeners.auth_keys import (
     BROKER_CLIENT_PLUGINS,
     CLIENT_AUTH_PACKAGE,
-    PUBLIC_KEY_ALGORITHMS,
     SECRET_KEY_ALGORITHM,
     TLS_PROVIDER,
     TOKEN_PROVIDER,
-    canonical_providers,
+    ClaimName,
+    KeyUrlText,
+    Providers,
+    PublicAlgorithm,
+    SecretKeyUrl,
     parse_key_url,
 )
 from pulsar_lookup_gateway.listeners.conf_file import RawConfig, closest_key, read_config_file
@@ -161,12 +164,12 @@ class GatewayConfig(BaseModel):
 
     # Authentication and authorization (Pulsar's keys).
     authentication_enabled: bool = False
-    authentication_providers: CommaList = Field((), validate_default=True)
-    token_secret_key: OptionalText = None  # HS256: data:;base64,... or file:///path
-    token_public_key: OptionalText = Field(None, validate_default=True)  # tokenPublicAlg
-    token_public_alg: str = "RS256"
-    token_auth_claim: str = "sub"
-    token_audience_claim: str = "aud"
+    authentication_providers: Providers = Field((), validate_default=True)
+    token_secret_key: SecretKeyUrl = None  # HS256: data:;base64,... or file:///path
+    token_public_key: KeyUrlText = None  # of tokenPublicAlg
+    token_public_alg: PublicAlgorithm = "RS256"
+    token_auth_claim: ClaimName = "sub"
+    token_audience_claim: ClaimName = "aud"
     token_audience: OptionalText = None
     super_user_roles: CommaList = ()
     authorization_enabled: bool = Field(False, validate_default=True)
@@ -260,53 +263,6 @@ class GatewayConfig(BaseModel):
                 problems.append(str(exc))
         if problems:
             raise ValueError("\n".join(problems))
-        return value
-
-    @field_validator("authentication_providers")
-    @classmethod
-    def _auth_providers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        providers: tuple[str, ...] = canonical_providers(value)
-        return providers
-
-    @field_validator("token_secret_key")
-    @classmethod
-    def _secret_key(cls, value: str | None) -> str | None:
-        if value is not None:
-            data = parse_key_url(value).data
-            if data is not None and len(data) < 32:
-                # RFC 7518 3.2: an HS256 key has at least 256 bits (Pulsar makes 32 bytes).
-                raise ValueError(f"an HS256 secret needs at least 32 bytes, this has {len(data)}")
-        return value
-
-    @field_validator("token_public_key")
-    @classmethod
-    def _public_key(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_key_url(value)
-        return value
-
-    @field_validator("token_public_alg", mode="before")
-    @classmethod
-    def _public_alg(cls, value: Any) -> Any:
-        if not isinstance(value, str):
-            return value
-        alg = value.strip().upper()
-        if alg in PUBLIC_KEY_ALGORITHMS:
-            return alg
-        if alg.startswith("HS"):
-            raise ValueError(
-                f"'{value}' is a shared-secret algorithm: give the secret as tokenSecretKey "
-                f"(HS256); tokenPublicAlg is one of {', '.join(PUBLIC_KEY_ALGORITHMS)}"
-            )
-        raise ValueError(f"'{value}' is not one of {', '.join(PUBLIC_KEY_ALGORITHMS)}")
-
-    @field_validator("token_auth_claim", "token_audience_claim", mode="before")
-    @classmethod
-    def _claim_name(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            if not value.strip():
-                raise ValueError("must name a claim")
-            return value.strip()
         return value
 
     @model_validator(mode="after")
