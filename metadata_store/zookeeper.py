@@ -27,6 +27,8 @@ from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure, Node
 from pulsar_lookup_gateway.lookup.model import BROKERS_ROOT, LEADER_PATH
 from pulsar_lookup_gateway.lookup.source import SourceStatus
 from pulsar_lookup_gateway.lookup.view import ClusterView
+from pulsar_lookup_gateway.metadata_store.outage_log import OUTAGE_REMINDER, OutageLog, QuietRetries
+from pulsar_lookup_gateway.metadata_store.pending_read import PendingRead
 from pulsar_lookup_gateway.metadata_store.url import MetadataUrl
 
 log = logging.getLogger(__name__)
@@ -37,30 +39,10 @@ LEADER_PARENT = LEADER_PATH.rpartition("/")[0]
 # leader node exists.
 WARM_PATHS = (BROKERS_ROOT + CHILDREN, LEADER_PARENT + CHILDREN, LEADER_PATH)
 WARM_BATCH = 5000  # re-reads in flight at once after a reconnect
-OUTAGE_REMINDER = 30.0  # seconds between two "still unreachable" lines while ZooKeeper is down
-
-
-class _QuietRetries(logging.Filter):
-    """kazoo logs every reconnect attempt (about one a second while ZooKeeper is down): let
-    one of its lines below ERROR through per interval; the source logs the outage itself."""
-
-    def __init__(self, interval: float) -> None:
-        super().__init__()
-        self.interval = interval
-        self._last = -interval
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno >= logging.ERROR:
-            return True
-        now = time.monotonic()
-        if now - self._last < self.interval:
-            return False
-        self._last = now
-        return True
 
 
 KAZOO_LOG = logging.getLogger("kazoo.client")
-KAZOO_LOG.addFilter(_QuietRetries(OUTAGE_REMINDER))
+KAZOO_LOG.addFilter(QuietRetries(OUTAGE_REMINDER))
 
 
 class ZooKeeperSource:
@@ -80,18 +62,16 @@ class ZooKeeperSource:
         self.warm_paths = warm_paths
         self.read_timeout = read_timeout
         self.start_timeout = start_timeout
-        self.outage_reminder = outage_reminder
         self._client = KazooClient(
             hosts=url.connect_string,
             timeout=session_timeout,
             connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0),
             logger=KAZOO_LOG,
         )
-        self._down_since: float | None = None  # when the current outage began
-        self._reminder: asyncio.TimerHandle | None = None
+        self.outage = OutageLog(url, outage_reminder)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._view = ClusterView(complete=False)
-        self._inflight: dict[str, _PendingRead] = {}
+        self._inflight: dict[str, PendingRead] = {}
         self._generation = 0  # bumped on session loss; results of older reads are dropped
         self._connected = False
         self._warm = False
@@ -125,8 +105,8 @@ class ZooKeeperSource:
 
     async def close(self) -> None:
         self._closing = True
-        if self._reminder is not None:
-            self._reminder.cancel()
+        self.outage.closing = True
+        self.outage.cancel()
         for task in list(self._tasks):
             task.cancel()
         if self._warm_task is not None:
@@ -173,13 +153,13 @@ class ZooKeeperSource:
         if missing:
             await asyncio.gather(*(self.fetch(child) for child in missing))
 
-    def _start_read(self, path: str, timeout: float | None = None) -> _PendingRead:
+    def _start_read(self, path: str, timeout: float | None = None) -> PendingRead:
         """Ask ZooKeeper for `path` (and set its watch). The read is listed for other lookups
         of the same path only once kazoo took it, and ends by its own deadline whatever
         ZooKeeper does: one timer per read, however many lookups wait on it."""
         loop = self._loop
         assert loop is not None
-        read = _PendingRead(path)
+        read = PendingRead(path)
         generation = self._generation
         try:
             if path.endswith(CHILDREN):
@@ -213,7 +193,7 @@ class ZooKeeperSource:
 
         result.rawlink(hand_over)
 
-    def _data_read(self, read: _PendingRead, generation: int, result: AsyncResult) -> None:
+    def _data_read(self, read: PendingRead, generation: int, result: AsyncResult) -> None:
         path = read.path
         if generation != self._generation:
             return self._finish(read, self._unavailable("ZooKeeper session was lost"))
@@ -229,7 +209,7 @@ class ZooKeeperSource:
         return self._finish(read, self._read_error(path, result.exception))
 
     def _children_read(
-        self, read: _PendingRead, parent: str, generation: int, result: AsyncResult
+        self, read: PendingRead, parent: str, generation: int, result: AsyncResult
     ) -> None:
         if generation != self._generation:
             return self._finish(read, self._unavailable("ZooKeeper session was lost"))
@@ -246,7 +226,7 @@ class ZooKeeperSource:
             return self._finish(read, None)
         return self._finish(read, self._read_error(parent, result.exception))
 
-    def _finish(self, read: _PendingRead, error: LookupFailure | None) -> None:
+    def _finish(self, read: PendingRead, error: LookupFailure | None) -> None:
         """End one read for all its waiters; a newer read of the same path may be listed."""
         if self._inflight.get(read.path) is read:
             del self._inflight[read.path]
@@ -322,37 +302,15 @@ class ZooKeeperSource:
         elif state == KazooState.CONNECTED:
             self._connected = True
             self._ever_connected = True
-            self._outage_ended()
+            self.outage.ended()
             if self._loop is not None:
                 if self._warm_task is not None:
                     self._warm_task.cancel()
                 self._warm_task = self._loop.create_task(self._warm_up())
 
     def _outage_began(self, what: str) -> None:
-        """Log an outage once, then remind every `outage_reminder` seconds until it ends."""
-        if self._down_since is not None or self._closing or self._loop is None:
-            return
-        self._down_since = time.monotonic()
-        log.warning("%s: ZooKeeper unreachable (%s); lookups of uncached names fail", self.url,
-                    what)  # fmt: skip
-        self._reminder = self._loop.call_later(self.outage_reminder, self._remind)
-
-    def _remind(self) -> None:
-        if self._down_since is None or self._closing or self._loop is None:
-            return
-        down = time.monotonic() - self._down_since
-        log.warning("%s: ZooKeeper still unreachable after %.0fs", self.url, down)
-        self._reminder = self._loop.call_later(self.outage_reminder, self._remind)
-
-    def _outage_ended(self) -> None:
-        if self._reminder is not None:
-            self._reminder.cancel()
-            self._reminder = None
-        if self._down_since is None:
-            log.info("%s: connected", self.url)
-            return
-        down, self._down_since = time.monotonic() - self._down_since, None
-        log.info("%s: connected again after %.0fs", self.url, down)
+        if self._loop is not None:
+            self.outage.began(self._loop, what)
 
     async def _warm_up(self) -> None:
         """Read what every lookup needs (brokers, leader), and re-read (re-watch) everything
@@ -386,46 +344,6 @@ class ZooKeeperSource:
                 else:
                     log.info("%s: ready (%d znodes)", self.url, len(paths))
             return
-
-
-class _PendingRead:
-    """One ZooKeeper read and the lookups waiting for it.
-
-    Each waiter gets a future of its own, so a waiter that goes away (its connection closed)
-    costs nothing to the others, and ending the read wakes N waiters in O(N).
-    """
-
-    __slots__ = ("deadline", "outcome", "path", "waiters")
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.deadline: asyncio.TimerHandle | None = None
-        self.waiters: list[asyncio.Future[None]] = []
-        self.outcome: tuple[LookupFailure | None] | None = None  # set once the read ended
-
-    async def wait(self) -> None:
-        if self.outcome is None:
-            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self.waiters.append(waiter)
-            await waiter
-            return
-        if self.outcome[0] is not None:
-            raise self.outcome[0]
-
-    def finish(self, error: LookupFailure | None) -> None:
-        if self.outcome is not None:
-            return
-        self.outcome = (error,)
-        if self.deadline is not None:
-            self.deadline.cancel()
-        waiters, self.waiters = self.waiters, []
-        for waiter in waiters:
-            if waiter.done():  # cancelled: its lookup was dropped
-                continue
-            if error is None:
-                waiter.set_result(None)
-            else:
-                waiter.set_exception(error)
 
 
 def _consume_exception(future: asyncio.Future[Any]) -> None:

@@ -135,7 +135,7 @@ async def test_an_outage_is_logged_once_then_reminded_not_once_per_retry(
     async with gateway_on(zk, cluster(owned=OWNED)) as gateway:
         source = gateway.source
         assert isinstance(source, ZooKeeperSource)
-        source.outage_reminder = 1.0  # 30 s in production: a test cannot wait that long
+        source.outage.reminder_seconds = 1.0  # 30 s in production: a test cannot wait that long
         caplog.clear()
         with caplog.at_level(logging.INFO):
             zk.kill()
