@@ -42,3 +42,20 @@ class LogThrottle:
             message += " (and %d more like it in the last %.0fs)"
             args = (*args, more, since)
         self._logger.log(self._level, message, *args)
+
+
+class FirstSeen:
+    """Whether a key is seen for the first time, among at most `limit` remembered (at the
+    bound they start over): to log a repeating condition once per key, in bounded memory."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._seen: set[object] = set()
+
+    def first(self, key: object) -> bool:
+        if key in self._seen:
+            return False
+        if len(self._seen) >= self._limit:
+            self._seen.clear()
+        self._seen.add(key)
+        return True

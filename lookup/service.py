@@ -28,6 +28,7 @@ from pulsar_lookup_gateway.lookup.auto_creation import (
 )
 from pulsar_lookup_gateway.lookup.bundles import BundleRange
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure, NodeNotLoaded
+from pulsar_lookup_gateway.lookup.log_throttle import FirstSeen
 from pulsar_lookup_gateway.lookup.metrics import LookupMetrics, LookupTally
 from pulsar_lookup_gateway.lookup.protocol_data import ProtocolAnswer, resolve_protocol
 from pulsar_lookup_gateway.lookup.resolve import (
@@ -93,6 +94,7 @@ class LookupService:
             frozenset(declared_listeners) if declared_listeners is not None else None
         )
         self._cache: AnswerCache[LookupAnswer] = AnswerCache()
+        self._unreadable_data = FirstSeen(MAX_PROTOCOL_DATA_LOGGED)  # protocol data logged
 
     @property
     def pending(self) -> int:
@@ -333,8 +335,6 @@ class LookupService:
 
     # -- protocol handlers (lookup.protocol_data) ---------------------------------------------
 
-    _protocol_data_logged: set[tuple[str, str, str]] | None = None
-
     async def protocol_lookup(
         self, topic: TopicName, choice: ListenerChoice, protocol: str, *, role: str | None = None
     ) -> ProtocolAnswer:
@@ -348,12 +348,8 @@ class LookupService:
             lambda name, view: resolve_protocol(name, choice, protocol, view, policy, declared),
         )
         if answer.unparsed and answer.data is not None:
-            logged = self._protocol_data_logged
-            if logged is None or len(logged) >= MAX_PROTOCOL_DATA_LOGGED:
-                logged = self._protocol_data_logged = set()
             key = (str(answer.broker_id), answer.protocol, answer.data)
-            if key not in logged:
-                logged.add(key)
+            if self._unreadable_data.first(key):
                 log.warning(
                     "broker %s advertises %s data the gateway cannot read as endpoints; "
                     "passed through raw: %s",
