@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import DecodeError, Message
@@ -355,31 +355,9 @@ def connected(
     return encode_command(cmd)
 
 
-def lookup_response(
-    request_id: int,
-    *,
-    response: CommandLookupTopicResponse.LookupType,
-    broker_url: str | None = None,
-    broker_url_tls: str | None = None,
-    authoritative: bool = False,
-    proxy_through_service_url: bool = False,
-    error: ServerError | None = None,
-    message: str | None = None,
-) -> bytes:
-    """LOOKUP_RESPONSE. A failure is ``response=LookupType.Failed`` with ``error`` and
-    ``message`` and no URLs."""
-    return encode_command(
-        lookup_response_command(
-            request_id,
-            response=response,
-            broker_url=broker_url,
-            broker_url_tls=broker_url_tls,
-            authoritative=authoritative,
-            proxy_through_service_url=proxy_through_service_url,
-            error=error,
-            message=message,
-        )
-    )
+def lookup_response(request_id: int, **fields: Any) -> bytes:
+    """LOOKUP_RESPONSE, framed; `fields` as `lookup_response_command` takes them."""
+    return encode_command(lookup_response_command(request_id, **fields))
 
 
 def lookup_response_command(
@@ -393,7 +371,8 @@ def lookup_response_command(
     error: ServerError | None = None,
     message: str | None = None,
 ) -> BaseCommand:
-    """The LOOKUP_RESPONSE command itself, unframed (for a frame template)."""
+    """The LOOKUP_RESPONSE command itself, unframed (for a frame template). A failure is
+    ``response=LookupType.Failed`` with ``error`` and ``message`` and no URLs."""
     cmd = BaseCommand(type=BaseCommand.LOOKUP_RESPONSE)
     body = cmd.lookupTopicResponse
     body.request_id = request_id
