@@ -318,11 +318,12 @@ class _Routes:
     ) -> ListenerChoice:
         """The listener of this request, by the socket's one routing decision."""
         router = self.router
-        unnamed = router.socket_route
-        if router.located:
-            unnamed = router.route(client, server_name)
+        unnamed = router.route(client, server_name) if router.located else router.socket_route
         explicit = request.query.get("listenerName") if request.query_string else None
-        route = router.named(unnamed, explicit, request.headers.get(LISTENER_HEADER))
+        header = request.headers.get(LISTENER_HEADER)
+        if not explicit and not header:  # (the common case: clients name none)
+            return unnamed.choice
+        route = router.named(unnamed, explicit, header)
         if route is not unnamed:
             refused = router.refusal(route)
             if refused is not None:
