@@ -203,12 +203,11 @@ class Connection(asyncio.Protocol):
         kind, session, handlers = command.type, self.session, self._handlers
         assert session is not None
         if kind in handlers.requests:
-            identity = session.identity
-            if identity is not None and identity.expired(self._server.guard.authenticator.clock()):
+            if session.credentials_expired():
                 log.info(
                     "closing connection from %s: the credentials of role %r expired",
                     self.peer,
-                    identity.role,
+                    session.role,
                 )
                 self._move(CLOSING)
             elif kind == BaseCommand.LOOKUP:
@@ -241,7 +240,7 @@ class Connection(asyncio.Protocol):
             return
         handshake = self._handlers.handshake
         assert self.session is not None and self._transport is not None
-        if handshake.requires_credentials:
+        if handshake.requires_credentials(self.session):
             self._move(AUTHENTICATING)
         ssl_object = self._transport.get_extra_info("ssl_object")
         self._move(handshake.connect(self.session, command, ssl_object, out))

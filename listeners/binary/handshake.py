@@ -46,17 +46,15 @@ _FEATURES = FeatureFlags(
 class Handshake:
     """Answers the CONNECT of every connection of one socket."""
 
-    def __init__(
-        self, settings: BinarySettings, guard: ListenerGuard, memo: LookupMemo, url: str
-    ) -> None:
+    def __init__(self, settings: BinarySettings, memo: LookupMemo, url: str) -> None:
         self._settings = settings
-        self._guard = guard
         self._memo = memo
         self._url = url
 
-    @property
-    def requires_credentials(self) -> bool:
-        return self._guard.required
+    @staticmethod
+    def requires_credentials(session: Session) -> bool:
+        """Whether CONNECT must prove a role: the authentication of the connection's route."""
+        return session.route.guard.required
 
     def connect(
         self,
@@ -73,7 +71,8 @@ class Handshake:
             log.info("closing connection from %s: CONNECT asks to be proxied", session.peer)
             out.append(codec.error(NO_REQUEST, NOT_ALLOWED, PROXY_REFUSAL))
             return ConnectionState.CLOSING
-        if self._guard.required and not self._authenticate(session, command, ssl_object, out):
+        guard = session.route.guard
+        if guard.required and not self._authenticate(guard, session, command, ssl_object, out):
             return ConnectionState.CLOSING
         # A client's version is any int32: answer within what this server speaks.
         version = max(0, min(command.connect.protocol_version, PROTOCOL_VERSION))
@@ -85,6 +84,7 @@ class Handshake:
 
     def _authenticate(
         self,
+        guard: ListenerGuard,
         session: Session,
         command: BaseCommand,
         ssl_object: object,
@@ -98,7 +98,7 @@ class Handshake:
             peer_certificate=verified_peer_certificate(ssl_object),
         )
         try:
-            identity = self._guard.authenticate(credentials)
+            identity = guard.authenticate(credentials)
         except AuthenticationFailed as failed:
             log.info(
                 "closing connection from %s on %s: authentication failed: %s",

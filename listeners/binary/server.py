@@ -97,7 +97,7 @@ class BinaryServer(BoundSocket):
         self.router = Router(service, self.guard)
         lookups = Lookups(service, self.router)
         self.handlers = Handlers(
-            handshake=Handshake(settings, self.guard, lookups.memo, self.url),
+            handshake=Handshake(settings, lookups.memo, self.url),
             lookups=lookups,
             partitions=PartitionedMetadata(service, broker_link),
             topics=TopicsOfNamespace(service, broker_link),

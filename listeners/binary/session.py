@@ -37,3 +37,9 @@ class Session:
     @property
     def peer(self) -> str:
         return self.origin.client
+
+    def credentials_expired(self) -> bool:
+        """Whether the credentials the client authenticated with have expired (a client that
+        proved no role has none to expire)."""
+        identity = self.identity
+        return identity is not None and identity.expired(self.route.guard.authenticator.clock())
