@@ -12,6 +12,7 @@ from pulsar_lookup_gateway.listeners.protocol.wire import (
     iter_fields,
     last_varint,
     read_fields,
+    read_varint,
     varint_field,
 )
 
@@ -66,3 +67,11 @@ def test_arbitrary_bytes_raise_value_error_or_parse(data: bytes) -> None:
     except ValueError:
         pass
     last_varint(data, 1)  # never raises
+
+
+@given(st.integers(0, 2**64 - 1), st.binary(max_size=4))
+def test_read_varint_reads_what_encode_varint_writes(value: int, after: bytes) -> None:
+    encoded = encode_varint(value)
+    assert read_varint(b"\x99" + encoded + after, 1) == (value, 1 + len(encoded))
+    assert read_varint(encoded[:-1], 0) is None  # truncated
+    assert read_varint(b"\xff" * 10 + b"\x01", 0) is None  # past 64 bits
