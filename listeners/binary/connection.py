@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, cast
+from typing import Protocol, cast
 
+from pulsar_lookup_gateway.listeners.binary.handlers import Handlers
 from pulsar_lookup_gateway.listeners.binary.replies import (
     NOT_ALLOWED,
     PING,
@@ -17,7 +18,7 @@ from pulsar_lookup_gateway.listeners.binary.replies import (
 )
 from pulsar_lookup_gateway.listeners.binary.requests import RequestRunner
 from pulsar_lookup_gateway.listeners.binary.session import Memo, Session
-from pulsar_lookup_gateway.listeners.binary.settings import PRE_CONNECT_MAX_FRAME
+from pulsar_lookup_gateway.listeners.binary.settings import PRE_CONNECT_MAX_FRAME, BinarySettings
 from pulsar_lookup_gateway.listeners.binary.state import ConnectionState, move
 from pulsar_lookup_gateway.listeners.client_origin import ClientOrigin
 from pulsar_lookup_gateway.listeners.protocol import codec
@@ -28,9 +29,7 @@ from pulsar_lookup_gateway.listeners.protocol.codec import (
     RemoteProtocolError,
     UnknownCommand,
 )
-
-if TYPE_CHECKING:
-    from pulsar_lookup_gateway.listeners.binary.server import BinaryServer
+from pulsar_lookup_gateway.listeners.routing import Route
 
 log = logging.getLogger(__package__)
 
@@ -40,10 +39,29 @@ CONNECTED = ConnectionState.CONNECTED
 CLOSING = ConnectionState.CLOSING
 
 
+class Host(Protocol):
+    """What a connection asks of the socket that accepted it (BinaryServer): its handlers and
+    settings, the route of a new client, and the count of open and refused connections."""
+
+    handlers: Handlers
+    settings: BinarySettings
+
+    @property
+    def url(self) -> str: ...
+
+    def route_for(self, origin: ClientOrigin, transport: asyncio.BaseTransport) -> Route: ...
+
+    def admit(self, conn: Connection) -> bool: ...
+
+    def forget(self, conn: Connection) -> None: ...
+
+    def count_refused(self, reason: str) -> None: ...
+
+
 class Connection(asyncio.Protocol):
     """Every callback catches what a peer's bytes can cause."""
 
-    def __init__(self, server: BinaryServer, origin: ClientOrigin | None = None) -> None:
+    def __init__(self, server: Host, origin: ClientOrigin | None = None) -> None:
         """`origin`: where the client is, when a PROXY header said so (None: the peer)."""
         self.state = AWAITING_CONNECT
         self._server = server
@@ -253,7 +271,7 @@ class Connection(asyncio.Protocol):
     def _handshake_expired(self) -> None:
         self._handshake_timer = None
         if self.state is AWAITING_CONNECT or self.state is AUTHENTICATING:
-            self._server.service.metrics.refused(self._server.spec.listener, "handshake-timeout")
+            self._server.count_refused("handshake-timeout")
             log.info(
                 "closing connection from %s: no CONNECT within %ss",
                 self.peer,

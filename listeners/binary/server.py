@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-from dataclasses import dataclass
 
 from pulsar_lookup_gateway.listeners.auth import Authenticator
 from pulsar_lookup_gateway.listeners.binary.broker_requests import (
@@ -16,12 +15,12 @@ from pulsar_lookup_gateway.listeners.binary.broker_requests import (
     TopicsOfNamespace,
 )
 from pulsar_lookup_gateway.listeners.binary.connection import Connection
+from pulsar_lookup_gateway.listeners.binary.handlers import Handlers
 from pulsar_lookup_gateway.listeners.binary.handshake import Handshake
 from pulsar_lookup_gateway.listeners.binary.lookups import Lookups
 from pulsar_lookup_gateway.listeners.binary.settings import BinarySettings
 from pulsar_lookup_gateway.listeners.broker_link import BrokerLink
 from pulsar_lookup_gateway.listeners.client_origin import ClientOrigin
-from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand
 from pulsar_lookup_gateway.listeners.proxied_accept import ProxiedAcceptor
 from pulsar_lookup_gateway.listeners.routing import Route, Router
 from pulsar_lookup_gateway.listeners.socket_table import (
@@ -36,29 +35,6 @@ from pulsar_lookup_gateway.lookup.service import LookupService
 from pulsar_lookup_gateway.tls.server_names import server_name_of
 
 log = logging.getLogger(__package__)
-
-# The requests a connected client may send (the other commands are refused or handled as
-# connection control).
-_CLIENT_REQUESTS = frozenset(
-    {
-        BaseCommand.LOOKUP,
-        BaseCommand.PARTITIONED_METADATA,
-        BaseCommand.GET_TOPICS_OF_NAMESPACE,
-        BaseCommand.GET_SCHEMA,
-    }
-)
-
-
-@dataclass(frozen=True, slots=True)
-class Handlers:
-    """The request handlers of one socket, shared by its connections."""
-
-    handshake: Handshake
-    lookups: Lookups
-    partitions: PartitionedMetadata
-    topics: TopicsOfNamespace
-    schemas: Schemas
-    requests: frozenset[int] = _CLIENT_REQUESTS
 
 
 class BinaryServer(BoundSocket):
@@ -201,7 +177,7 @@ class BinaryServer(BoundSocket):
         refused = self._refusal(conn.address)
         if refused is not None:
             reason, why = refused
-            self.service.metrics.refused(self.spec.listener, reason)
+            self.count_refused(reason)
             self.refused.event("refusing connection from %s on %s: %s", conn.peer, self.url, why)
             return False
         self._connections.add(conn)
@@ -218,9 +194,13 @@ class BinaryServer(BoundSocket):
         else:
             self._per_address.pop(conn.address, None)
 
+    def count_refused(self, reason: str) -> None:
+        """A connection of this socket refused or closed before CONNECTED, by metric reason."""
+        self.service.metrics.refused(self.spec.listener, reason)
+
     def _proxy_refused(self, reason: str) -> None:
         self.proxy_refusals[reason] = self.proxy_refusals.get(reason, 0) + 1
-        self.service.metrics.refused(self.spec.listener, reason)
+        self.count_refused(reason)
 
     def _refusal(self, address: str) -> tuple[str, str] | None:
         """Why a new connection from `address` is refused, as (metric reason, log text); None:

@@ -1,6 +1,6 @@
 """The house rules, read from the sources with `ast`: the project is imported by its one name,
-every import between the project's folders runs downward (README: Architecture), and the pure
-core stays free of I/O libraries."""
+every import between the project's folders runs downward (README: Architecture), no modules
+import each other in a circle, and the pure core stays free of I/O libraries."""
 
 from __future__ import annotations
 
@@ -56,6 +56,68 @@ def imported_modules(path: Path) -> Iterator[tuple[int, str]]:
             yield node.lineno, node.module or ""
 
 
+def imported_names(path: Path) -> Iterator[str]:
+    """Every dotted name an import of the file may load: the module, and for `from M import N`
+    also `M.N` (N may be a submodule)."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            yield node.module
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Each module of the package (dotted, under the import name) and the project's modules it
+    imports, TYPE_CHECKING and function-level imports included."""
+    paths = {
+        ".".join((IMPORT_NAME, *path.relative_to(ROOT).with_suffix("").parts)).removesuffix(
+            ".__init__"
+        ): path
+        for floor in MAY_IMPORT
+        for path in sources(floor)
+    }
+    return {
+        name: {imported for imported in imported_names(path) if imported in paths} - {name}
+        for name, path in paths.items()
+    }
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
 def imported(path: Path) -> Iterator[tuple[int, str]]:
     """(line, floor or outside package) of every import: `pulsar_lookup_gateway.lookup.x` is
     the floor `lookup`; anything else is named by its top-level package."""
@@ -99,6 +161,20 @@ def test_imports_only_run_downward(floor: str) -> None:
         if package in MAY_IMPORT and package not in allowed
     ]
     assert wrong == []
+
+
+def test_no_modules_import_each_other_in_a_circle() -> None:
+    """Within a floor too: a circle (even one only a type checker follows) means two modules
+    that cannot be read, tested or moved apart."""
+    graph = module_graph()
+    assert f"{IMPORT_NAME}.listeners.binary.connection" in graph  # (the walk found the package)
+    assert circles(graph) == []
+
+
+def test_the_circle_finder_finds_circles() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": {"e"}, "e": {"d"}, "f": {"a"}}
+    assert sorted(circles(graph)) == [["a", "b", "c"], ["d", "e"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
 
 
 @pytest.mark.parametrize("place", PURE)
