@@ -32,10 +32,6 @@ from pulsar_lookup_gateway.lookup.topic_list import TopicListing
 from pulsar_lookup_gateway.lookup.topics import TopicName
 
 
-def _as_is(request_id: int, frame: bytes) -> bytes:
-    return frame
-
-
 class _BrokerBacked:
     def __init__(self, service: LookupService, broker_link: BrokerLink | None) -> None:
         self._service = service
@@ -60,7 +56,7 @@ class PartitionedMetadata(_BrokerBacked):
         request = self._frame(
             session, body.topic, body.metadata_auto_creation_enabled, body.request_id
         )
-        runner.run(request, body.request_id, _as_is, partitions_failed, out)
+        runner.run(request, body.request_id, partitions_failed, out)
 
     async def _frame(self, session: Session, topic: str, creation: bool, request_id: int) -> bytes:
         """The count, TopicNotFound, or a broker's answer (it creates a partitioned topic; it
@@ -91,7 +87,7 @@ class TopicsOfNamespace(_BrokerBacked):
         runner: RequestRunner,
         out: list[bytes],
     ) -> None:
-        runner.run(self._frame(session, body), body.request_id, _as_is, error_failed, out)
+        runner.run(self._frame(session, body), body.request_id, error_failed, out)
 
     async def _frame(self, session: Session, body: CommandGetTopicsOfNamespace) -> bytes:
         """The persistent topics from the metadata store; other modes (non-persistent topics
@@ -127,7 +123,7 @@ class Schemas(_BrokerBacked):
     def handle(
         self, session: Session, body: CommandGetSchema, runner: RequestRunner, out: list[bytes]
     ) -> None:
-        runner.run(self._frame(session, body), body.request_id, _as_is, schema_failed, out)
+        runner.run(self._frame(session, body), body.request_id, schema_failed, out)
 
     async def _frame(self, session: Session, body: CommandGetSchema) -> bytes:
         """A broker's GET_SCHEMA_RESPONSE (schemas live in BookKeeper)."""

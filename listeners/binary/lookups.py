@@ -19,7 +19,7 @@ from pulsar_lookup_gateway.listeners.lookup_memo import LookupMemo, answer_run, 
 from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand, Command, LookupType
 from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import CommandLookupTopic
-from pulsar_lookup_gateway.listeners.routing import Router
+from pulsar_lookup_gateway.listeners.routing import Route, Router
 from pulsar_lookup_gateway.lookup.metrics import LookupTally
 from pulsar_lookup_gateway.lookup.resolve import LookupAnswer, ResponseKind
 from pulsar_lookup_gateway.lookup.service import LookupService
@@ -55,22 +55,18 @@ class Lookups:
                 )
                 out.append(lookup_failed(body.request_id, refused))
                 return
-        choice = route.choice
-        runner.run(
-            self._service.lookup(
-                body.topic, choice, "binary", role=session.role, client=session.origin
-            ),
-            body.request_id,
-            lambda request_id, answer: self._answer_frame(session, request_id, answer),
-            lookup_failed,
-            out,
-        )
+        runner.run(self._frame(session, body, route), body.request_id, lookup_failed, out)
 
-    def _answer_frame(self, session: Session, request_id: int, answer: LookupAnswer) -> bytes:
+    async def _frame(self, session: Session, body: CommandLookupTopic, route: Route) -> bytes:
+        """The LOOKUP_RESPONSE: the service's answer (memoised when the request may be), or
+        ServiceNotReady where the owner advertises no binary URL for the listener."""
+        answer = await self._service.lookup(
+            body.topic, route.choice, "binary", role=session.role, client=session.origin
+        )
         urls = answer.urls
         if urls.service_url is None and urls.service_url_tls is None:
             return codec.lookup_response(
-                request_id,
+                body.request_id,
                 response=LookupType.Failed,
                 error=SERVICE_NOT_READY,
                 message=(
@@ -78,9 +74,10 @@ class Lookups:
                     f"URL for the {answer.listener.name} listener"
                 ),
             )
+        # (set only while the request is dispatched: an answer that comes later is not kept)
         if session.memo_key is not None and session.memo is not None:
             self._remember(session.memo, session.memo_key, answer)
-        return self._frames.frame(request_id, answer)
+        return self._frames.frame(body.request_id, answer)
 
     def _remember(self, memo: Memo, key: bytes, answer: LookupAnswer) -> None:
         """Memoise the answer the full path just gave (synchronously, from the current view)

@@ -1,5 +1,6 @@
 """Running one connection's requests: each to its first suspension at once, the rest in a task,
-so that pipelined requests are answered concurrently and a slow one holds up no other."""
+so that pipelined requests are answered concurrently and a slow one holds up no other. A
+request is a coroutine that ends in its answer frame."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from typing import Any, TypeVar
 from pulsar_lookup_gateway.listeners.binary.replies import OnError, failure
 
 T = TypeVar("T")
+
+#: A request of one connection: a coroutine that ends in the frame that answers it.
+Request = Coroutine[Any, Any, bytes]
 
 #: Requests of one connection waiting on metadata reads; beyond this its socket is not read until
 #: some are answered (maxConcurrentLookupRequest bounds lookups across connections; this also
@@ -34,30 +38,24 @@ class RequestRunner:
     def busy(self) -> bool:
         return len(self.tasks) >= MAX_IN_FLIGHT_PER_CONNECTION
 
-    def run(
-        self,
-        request: Coroutine[Any, Any, T],
-        request_id: int,
-        on_result: Callable[[int, T], bytes],
-        on_error: OnError,
-        out: list[bytes],
-    ) -> None:
+    def run(self, request: Request, request_id: int, on_error: OnError, out: list[bytes]) -> None:
         """Run a request's coroutine up to its first suspension right here (a snapshot lookup
         never suspends, and so costs no task); if it suspends, a task finishes it and writes
-        the answer whenever it is ready, so later requests are not held up.
+        the answer whenever it is ready, so later requests are not held up. A request that
+        fails is answered by `on_error` under its `request_id`.
 
         This is what Python 3.12's eager tasks do; 3.11 has no such thing.
         """
         try:
             suspended_on = request.send(None)
         except StopIteration as done:
-            out.append(_reply(request_id, done.value, on_result, on_error))
+            out.append(done.value)
             return
         except Exception as exc:
             out.append(failure(request_id, exc, on_error))
             return
         task = self._loop.create_task(
-            self._finish(_resume(request, suspended_on), request_id, on_result, on_error)
+            self._finish(_resume(request, suspended_on), request_id, on_error)
         )
         self.tasks.add(task)
         task.add_done_callback(self._task_done)
@@ -74,18 +72,12 @@ class RequestRunner:
             self._busy_changed()
 
     async def _finish(
-        self,
-        request: Coroutine[Any, Any, T],
-        request_id: int,
-        on_result: Callable[[int, T], bytes],
-        on_error: OnError,
+        self, request: Coroutine[Any, Any, bytes], request_id: int, on_error: OnError
     ) -> None:
         try:
-            result = await request
+            frame = await request
         except Exception as exc:
             frame = failure(request_id, exc, on_error)
-        else:
-            frame = _reply(request_id, result, on_result, on_error)
         self._send([frame])
 
 
@@ -111,12 +103,3 @@ def _resume(coro: Coroutine[Any, Any, T], suspended_on: Any) -> Generator[Any, A
                 yielded = coro.send(sent)
             except StopIteration as done:
                 return done.value  # type: ignore[no-any-return]
-
-
-def _reply(
-    request_id: int, result: T, on_result: Callable[[int, T], bytes], on_error: OnError
-) -> bytes:
-    try:
-        return on_result(request_id, result)
-    except Exception as exc:
-        return failure(request_id, exc, on_error)
