@@ -49,6 +49,7 @@ from pulsar_lookup_gateway.listeners.auth import (
     AuthenticationFailed,
     Authenticator,
     Credentials,
+    ListenerGuard,
     bearer_token,
     not_authenticated,
     verified_peer_certificate,
@@ -57,7 +58,7 @@ from pulsar_lookup_gateway.listeners.broker_answers import TOPIC_LIST_MODES, Bro
 from pulsar_lookup_gateway.listeners.broker_link import ANONYMOUS, BrokerLink, Principal
 from pulsar_lookup_gateway.listeners.client_origin import AddressSource, ClientOrigin
 from pulsar_lookup_gateway.listeners.forwarded import forwarded_for
-from pulsar_lookup_gateway.listeners.routing import Router
+from pulsar_lookup_gateway.listeners.routing import Route, Router
 from pulsar_lookup_gateway.lookup.auto_creation import Partitions, TopicNotFound, topic_not_found
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
 from pulsar_lookup_gateway.lookup.networks import NetworkTable, parse_address
@@ -167,12 +168,12 @@ class _Routes:
     # -- Pulsar's REST routes -----------------------------------------------------------------
 
     async def lookup(self, request: web.Request) -> web.Response:
-        client, server_name = self._client(request)
+        unnamed, client = self._route(request)
         choice: ListenerChoice | None = None
         try:
-            role = self._role(request)
+            role = self._role(request, unnamed.guard)
             topic = _topic(request, trailing=0)
-            choice = self._choose(request, client, server_name)
+            choice = self._choose(request, unnamed, client, topic)
             answer = await self.service.lookup(
                 topic, choice, protocol="http", role=role, client=client
             )
@@ -193,17 +194,17 @@ class _Routes:
     async def protocol(self, request: web.Request) -> web.Response:
         """The owner's endpoints of a protocol handler for the client's listener (chosen as for
         a lookup; authenticated and authorized as a lookup); see http_api.protocols."""
-        client, server_name = self._client(request)
+        unnamed, client = self._route(request)
         choice: ListenerChoice | None = None
         try:
-            role = self._role(request)
+            role = self._role(request, unnamed.guard)
             topic = _topic(request, trailing=2)
             protocol = request.match_info["protocol"]
             if not is_protocol_name(protocol):
                 return json_error(
                     400, f"'{printable(protocol)}' is not a protocol name ({PROTOCOL_NAME_RULE})"
                 )
-            choice = self._choose(request, client, server_name)
+            choice = self._choose(request, unnamed, client, topic)
             answer = await self.protocols.answer(
                 topic, choice, protocol, role=role, principal=_principal(request, role)
             )
@@ -313,27 +314,31 @@ class _Routes:
                 return origin.via(AddressSource.FORWARDED, str(address), None), server_name
         return origin, server_name
 
+    def _route(self, request: web.Request) -> tuple[Route, ClientOrigin | None]:
+        """The route of a request that names no listener (by the socket's routing decision:
+        the client's place or TLS server name, else the socket's listener), and its client."""
+        client, server_name = self._client(request)
+        return self.router.route(client, server_name), client
+
     def _choose(
-        self, request: web.Request, client: ClientOrigin | None, server_name: str | None
+        self, request: web.Request, unnamed: Route, client: ClientOrigin | None, topic: TopicName
     ) -> ListenerChoice:
-        """The listener of this request, by the socket's one routing decision."""
-        router = self.router
-        unnamed = router.route(client, server_name) if router.located else router.socket_route
+        """The listener of a lookup of `topic`: the one the request names (listenerName, then
+        X-Pulsar-ListenerName) if it may, else `unnamed`'s (Router.decide)."""
         explicit = request.query.get("listenerName") if request.query_string else None
         header = request.headers.get(LISTENER_HEADER)
-        if not explicit and not header:  # (the common case: clients name none)
-            return unnamed.choice
-        route = router.named(unnamed, explicit, header)
-        if route is not unnamed:
-            refused = router.refusal(route)
-            if refused is not None:
-                raise refused
+        route = self.router.decide(
+            unnamed, explicit, header, protocol="http", client=client, topic=topic
+        )
         return route.choice
 
-    def _role(self, request: web.Request) -> str | None:
-        """The authenticated role (None where the socket requires no authentication); raises
+    def _role(self, request: web.Request, guard: ListenerGuard | None = None) -> str | None:
+        """The role the request authenticates as under `guard` (by default the guard of its
+        route); None where the guard requires no authentication. Raises
         LookupFailure(NOT_AUTHENTICATED)."""
-        if not self.guard.required:
+        if guard is None:
+            guard = self._route(request)[0].guard
+        if not guard.required:
             return None
         transport = request.transport
         ssl_object = transport.get_extra_info("ssl_object") if transport is not None else None
@@ -343,7 +348,7 @@ class _Routes:
             peer_certificate=verified_peer_certificate(ssl_object),
         )
         try:
-            identity = self.guard.authenticate(credentials)
+            identity = guard.authenticate(credentials)
         except AuthenticationFailed as failed:
             raise not_authenticated(failed.reason) from None
         return identity.role if identity is not None else None

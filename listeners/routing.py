@@ -5,9 +5,9 @@ Binary connections and HTTP requests ask the same Router (one per socket): a req
 names no listener gets the connection's route (the socket's listener, or the one its client's
 network or TLS server name chooses); one that names a listener (binary
 ``advertised_listener_name``, HTTP ``listenerName`` or ``X-Pulsar-ListenerName``) has the name
-checked here, once, with the config's rule for listener names. A name that fails the rule is
-answered as an unknown listener, and only ever logged escaped and cut short: clients choose
-these bytes."""
+checked here, once, with the config's rule for listener names (`Router.decide`). A name that
+fails the rule is answered as an unknown listener, counted as a failed lookup, and only ever
+logged escaped and cut short: clients choose these bytes."""
 
 from __future__ import annotations
 
@@ -17,8 +17,14 @@ from pulsar_lookup_gateway.listeners.auth import ListenerGuard
 from pulsar_lookup_gateway.listeners.client_origin import ClientOrigin
 from pulsar_lookup_gateway.lookup.errors import LookupFailure
 from pulsar_lookup_gateway.lookup.resolve import listener_missing
-from pulsar_lookup_gateway.lookup.selection import ChoiceSource, ListenerChoice, is_listener_name
+from pulsar_lookup_gateway.lookup.selection import (
+    ChoiceSource,
+    ListenerChoice,
+    given_name,
+    is_listener_name,
+)
 from pulsar_lookup_gateway.lookup.service import LookupService
+from pulsar_lookup_gateway.lookup.topics import TopicName
 from pulsar_lookup_gateway.lookup.untrusted import printable
 
 #: Characters of a refused listener name kept (escaped) in an answer or a log line.
@@ -67,10 +73,40 @@ class Router:
         )
         return Route(choice, self.guard)
 
+    def decide(
+        self,
+        unnamed: Route,
+        explicit: str | None,
+        header: str | None = None,
+        *,
+        protocol: str,
+        client: object,
+        topic: str | TopicName,
+    ) -> Route:
+        """The route of a lookup of `topic` that may name a listener (`explicit` first, then
+        `header`): `unnamed` when it names none. Raises LookupFailure, counted and logged for
+        `client` over `protocol`, for a name the client may not give (`refusal`); the topic
+        name is checked first, as a broker checks it before the listener name."""
+        route = self.named(unnamed, explicit, header)
+        if route is unnamed:
+            return route
+        refused = self.refusal(route)
+        if refused is None:
+            return route
+        if isinstance(topic, str):
+            try:
+                TopicName.parse(topic)
+            except LookupFailure as invalid:
+                refused = invalid
+        self._service.refuse(protocol, client, route.choice, topic, refused)
+        raise refused
+
     def named(self, unnamed: Route, explicit: str | None, header: str | None = None) -> Route:
         """The route of a request that may name a listener (`explicit` first, then `header`;
         blank names count as none): `unnamed` when it names none. Check it with `refusal`."""
-        if not explicit and not header:
+        if not (explicit or header):  # (the common case)
+            return unnamed
+        if given_name(explicit) is None and given_name(header) is None:
             return unnamed
         choice = self._service.choose(
             explicit=explicit, header=header, socket_listener=self._listener

@@ -10,8 +10,9 @@ from enum import StrEnum
 from pulsar_lookup_gateway.lookup.networks import Address, NetworkTable, parse_address, parse_cidr
 
 #: A listener name: letters, digits, '_' and '-' (the characters Pulsar's broker accepts in
-#: advertisedListeners), at most 128 of them. The config, the HTTP listenerName query and the
-#: Spark job's zones file are all checked with this one rule.
+#: advertisedListeners), at most 128 of them. The config, every name a client gives (binary
+#: advertised_listener_name, HTTP listenerName and X-Pulsar-ListenerName) and the Spark job's
+#: zones file are all checked with this one rule.
 LISTENER_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")
 LISTENER_NAME_RULE = "letters, digits, '_' and '-', at most 128 characters"
 
@@ -155,8 +156,9 @@ class ClientRoutes:
 NO_ROUTES = ClientRoutes()
 
 
-def _given(name: str | None) -> str | None:
-    # Blank means absent: the C++ and Go clients always send the field, "" when unset.
+def given_name(name: str | None) -> str | None:
+    """A listener name a client gave, or None: blank means absent (the C++ and Go clients
+    always send the field, "" when unset)."""
     if name is None:
         return None
     name = name.strip()
@@ -180,9 +182,9 @@ def choose_listener(
     `allowed`: the listener names the socket permits besides its own (None: any). A name the
     client gave is checked by the caller (it is refused there); a listener the rules infer
     that the socket does not permit is passed over, as if no rule matched."""
-    if (name := _given(explicit)) is not None:
+    if (name := given_name(explicit)) is not None:
         return ListenerChoice(name, ChoiceSource.EXPLICIT, name == internal_listener)
-    if (name := _given(header)) is not None:
+    if (name := given_name(header)) is not None:
         return ListenerChoice(name, ChoiceSource.HEADER, name == internal_listener)
     if routes:
         inferred = (

@@ -161,8 +161,7 @@ class LookupService:
                 answer = await self._read(lambda view: resolve(name, choice, view, policy))
                 self._cache.add_answer(self.source.view, key, answer)
         except LookupFailure as exc:
-            self.metrics.failures.labels(*labels, exc.code.name).inc()
-            self.log_refused(protocol, client, choice, topic, exc)
+            self.refuse(protocol, client, choice, topic, exc)
             raise
         finally:
             admission.pending -= 1
@@ -183,6 +182,19 @@ class LookupService:
         """Where a lookup answered for `choice` over `protocol` is counted (for a front end
         that answers a repeated lookup itself, as lookup() would have)."""
         return self.metrics.tally(self._labels(choice, protocol))
+
+    def refuse(
+        self,
+        protocol: str,
+        client: object,
+        choice: ListenerChoice,
+        topic: str | TopicName | None,
+        failure: LookupFailure,
+    ) -> None:
+        """Count and log a lookup refused for `choice`: by the service, or by a front end's
+        routing decision before it asked (a listener name the client may not give)."""
+        self.metrics.failures.labels(*self._labels(choice, protocol), failure.code.name).inc()
+        self.log_refused(protocol, client, choice, topic, failure)
 
     def log_refused(
         self,

@@ -20,6 +20,7 @@ from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand, Command, LookupType
 from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import CommandLookupTopic
 from pulsar_lookup_gateway.listeners.routing import Route, Router
+from pulsar_lookup_gateway.lookup.errors import LookupFailure
 from pulsar_lookup_gateway.lookup.metrics import LookupTally
 from pulsar_lookup_gateway.lookup.resolve import LookupAnswer, ResponseKind
 from pulsar_lookup_gateway.lookup.service import LookupService
@@ -46,15 +47,17 @@ class Lookups:
         self, session: Session, body: CommandLookupTopic, runner: RequestRunner, out: list[bytes]
     ) -> None:
         # "" when absent; blank means absent (the C++ and Go clients always send the field).
-        route = self._router.named(session.route, body.advertised_listener_name)
-        if route is not session.route:
-            refused = self._router.refusal(route)
-            if refused is not None:
-                self._service.log_refused(
-                    "binary", session.origin, route.choice, body.topic, refused
-                )
-                out.append(lookup_failed(body.request_id, refused))
-                return
+        try:
+            route = self._router.decide(
+                session.route,
+                body.advertised_listener_name,
+                protocol="binary",
+                client=session.origin,
+                topic=body.topic,
+            )
+        except LookupFailure as refused:
+            out.append(lookup_failed(body.request_id, refused))
+            return
         runner.run(self._frame(session, body, route), body.request_id, lookup_failed, out)
 
     async def _frame(self, session: Session, body: CommandLookupTopic, route: Route) -> bytes:

@@ -167,10 +167,7 @@ class BinaryServer(BoundSocket):
     def route_for(self, origin: ClientOrigin, transport: asyncio.BaseTransport) -> Route:
         """Where requests naming no listener go on a connection from `origin` (over TLS, by
         the server name the client dialled: its handshake is done by now)."""
-        router = self.router
-        if not router.located:
-            return router.socket_route
-        return router.route(origin, server_name_of(transport.get_extra_info("ssl_object")))
+        return self.router.route(origin, server_name_of(transport.get_extra_info("ssl_object")))
 
     def admit(self, conn: Connection) -> bool:
         """Count a new connection in, or refuse it (False: the caller aborts it)."""

@@ -369,6 +369,16 @@ async def test_a_listener_name_that_breaks_the_rule_is_an_unknown_listener_and_n
     assert len(hostile_line) < 1000
 
 
+async def test_an_invalid_topic_is_refused_before_the_listener_name_it_comes_with(
+    source: FileSource,
+) -> None:
+    """As a broker, and as the HTTP routes: the topic name is checked first."""
+    async with serving(source) as server, client(server) as raw:
+        body = lookup_body(await raw.lookup("persistent://pub lic", request_id=6, listener="a\nb"))
+        assert (body.response, body.error) == (LookupType.Failed, ServerError.InvalidTopicName)
+        assert body.request_id == 6
+
+
 async def test_no_broker_registered(tmp_path: Path) -> None:
     path = tmp_path / "empty.json"
     write_snapshot(path, cluster(brokers=0, leader=None))

@@ -533,6 +533,12 @@ FAILURES = [
         status=400,
     ),
     FailureCase(
+        FailureKind.INVALID_TOPIC,  # the topic is checked before the listener name
+        "/lookup/v2/topic/persistent/pub%20lic/default/t?listenerName=a%0Ab",
+        "'pub lic'",
+        status=400,
+    ),
+    FailureCase(
         FailureKind.LISTENER_NOT_FOUND,
         f"{LOOKUP}/{OWNED_TOPIC}?listenerName=nope",
         "nope listener",
