@@ -2,9 +2,11 @@
 
 A thin asyncio shell around the sans-IO codec (listeners.protocol.codec): bytes from the
 socket go into a FrameDecoder, each command goes to the handler of its family, answered from the
-LookupService, and the answer frames go back out. Every connection is
-tagged with the listener of the socket it arrived on; a non-blank ``advertised_listener_name``
-in LOOKUP overrides it.
+LookupService, and the answer frames go back out. Each connection takes its route from the
+socket's routing decision (listeners.routing: the client's network or TLS server name where
+they choose, else the socket's listener); a non-blank ``advertised_listener_name`` in LOOKUP
+overrides it, checked by the same decision (a name that breaks the rule for listener names is
+answered as an unknown listener).
 
 What a connection may do:
 
@@ -40,12 +42,13 @@ No exception raised by a peer's bytes escapes into the event loop.
 The package, from the socket inwards:
 
 - server.py: BinaryServer, one bind address: accepting, connection caps, keep-alive ticks,
-  graceful stop; the handlers its connections share.
+  graceful stop; the handlers its connections share (handlers.py, one per command family).
 - connection.py: the asyncio.Protocol of one connection: framing, its state (state.py:
   awaiting CONNECT, authenticating, connected, closing), flow control and keep-alive.
 - handshake.py: CONNECT and credentials. lookups.py: LOOKUP, in full or from the memo of warm
   answers (answer_frames.py builds the answer frames). broker_requests.py: partitioned metadata,
-  topic lists and schemas. requests.py runs each request; replies.py turns failures into frames.
+  topic lists and schemas. requests.py runs each request (a coroutine that ends in its answer
+  frame); replies.py turns failures into frames.
 """
 
 from pulsar_lookup_gateway.listeners.binary.server import BinaryServer

@@ -1,8 +1,9 @@
 """LOOKUP: the full path through the lookup service, and the memo of warm answers.
 
 A LOOKUP the socket has answered before with the same bytes (but for its request id) is
-answered from the memo (listeners.lookup_memo), admitted and counted by the service's own
-admission and tallies; anything else goes through LookupService.lookup()."""
+answered from the memo (listeners.lookup_memo) while the service's admission has room (where
+it has none, the full path refuses it), and counted in the service's tallies; anything else
+goes through LookupService.lookup()."""
 
 from __future__ import annotations
 

@@ -430,7 +430,7 @@ async def test_a_rotated_certificate_reaches_new_connections(pki: Pki, metadata:
 async def test_a_broken_rotation_keeps_the_old_certificate_and_logs_the_file(
     pki: Pki, metadata: str, caplog: pytest.LogCaptureFixture, breakage: str
 ) -> None:
-    caplog.set_level(logging.INFO, logger="tls")
+    caplog.set_level(logging.INFO, logger="pulsar_lookup_gateway.tls")
     pki.pem(pki.leaf("internal-gateway"), "internal")
     pki.pem(pki.leaf("first"), "external")
     trust = client_context(pki.ca_file)
