@@ -55,7 +55,7 @@ from pulsar_lookup_gateway.listeners.auth import (
     verified_peer_certificate,
 )
 from pulsar_lookup_gateway.listeners.broker_answers import TOPIC_LIST_MODES, BrokerRefusal
-from pulsar_lookup_gateway.listeners.broker_link import ANONYMOUS, BrokerLink, Principal
+from pulsar_lookup_gateway.listeners.broker_link import ANONYMOUS, BrokerLink, Principal, required
 from pulsar_lookup_gateway.listeners.client_origin import AddressSource, ClientOrigin
 from pulsar_lookup_gateway.listeners.forwarded import forwarded_for
 from pulsar_lookup_gateway.listeners.routing import Route, Router
@@ -292,11 +292,7 @@ class _Routes:
         return web.json_response(schema_json(answer))
 
     def _link(self) -> BrokerLink:
-        if self.broker_link is None:
-            raise LookupFailure(
-                FailureKind.BROKER_UNAVAILABLE, "this request needs a broker; none is configured"
-            )
-        return self.broker_link
+        return required(self.broker_link)
 
     def _client(self, request: web.Request) -> tuple[ClientOrigin | None, str | None]:
         """Where the client is (its connection's origin, or what the X-Forwarded-For or

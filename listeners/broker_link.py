@@ -51,8 +51,6 @@ from pathlib import Path
 from typing import cast
 from urllib.parse import unquote, urlsplit
 
-from google.protobuf.descriptor import FieldDescriptor
-
 from pulsar_lookup_gateway.listeners.auth_keys import TOKEN_PROVIDER
 from pulsar_lookup_gateway.listeners.broker_answers import (
     BrokerLookup,
@@ -94,14 +92,6 @@ MAX_CONNECTIONS = 64
 FAILURE_COOLDOWN = 30.0  # seconds a broker that failed is skipped
 CONNECT_ATTEMPTS = 3  # brokers tried when connections cannot be opened
 PROTOCOL_VERSION = 21
-_NO_REQUEST = 2**64 - 1  # the request id of an ERROR that answers no request
-
-# Body field names (field number == type number), and which bodies carry a request id.
-_BODY_FIELD: dict[int, str] = {
-    field.number: field.name
-    for field in BaseCommand.DESCRIPTOR.fields
-    if field.type == FieldDescriptor.TYPE_MESSAGE
-}
 
 
 @functools.cache
@@ -157,6 +147,14 @@ def _token_bytes(parameters: str) -> bytes:
 
 def _unavailable(message: str) -> LookupFailure:
     return LookupFailure(FailureKind.BROKER_UNAVAILABLE, message)
+
+
+def required(link: BrokerLink | None) -> BrokerLink:
+    """`link`, for a request only a broker can answer; LookupFailure(BROKER_UNAVAILABLE) where
+    the gateway has none."""
+    if link is None:
+        raise _unavailable("this request needs a broker; none is configured")
+    return link
 
 
 class BrokerLink:
@@ -567,10 +565,10 @@ class _BrokerConnection(asyncio.Protocol):
             )
             self.close()
         else:
-            request_id = _request_id(command)
+            request_id = codec.request_id_of(command)
             if request_id is None:
                 return
-            if request_id == _NO_REQUEST and kind == BaseCommand.ERROR:
+            if request_id == codec.NO_REQUEST and kind == BaseCommand.ERROR:
                 self.close()
                 return
             answer = self._pending.get(request_id)
@@ -591,13 +589,3 @@ class _BrokerConnection(asyncio.Protocol):
         for answer in pending.values():
             if not answer.done():
                 answer.set_exception(_unavailable(f"broker {self.url}: {reason}"))
-
-
-def _request_id(command: BaseCommand) -> int | None:
-    field = _BODY_FIELD.get(command.type)
-    if field is None or not command.HasField(field):
-        return None
-    body = getattr(command, field)
-    if "request_id" in body.DESCRIPTOR.fields_by_name and body.HasField("request_id"):
-        return int(body.request_id)
-    return None

@@ -97,15 +97,6 @@ class LookupService:
         self._unreadable_data = FirstSeen(MAX_PROTOCOL_DATA_LOGGED)  # protocol data logged
 
     @property
-    def pending(self) -> int:
-        """Requests in flight (maxConcurrentLookupRequest counts them)."""
-        return self.admission.pending
-
-    @property
-    def max_concurrent(self) -> int:
-        return self.admission.max_concurrent
-
-    @property
     def logs_each_answer(self) -> bool:
         """Whether every answered lookup is logged (DEBUG): a front end that answers warm
         lookups itself must then leave them to lookup(), which writes the line."""

@@ -17,7 +17,7 @@ from pulsar_lookup_gateway.listeners.binary.replies import (
 from pulsar_lookup_gateway.listeners.binary.requests import RequestRunner
 from pulsar_lookup_gateway.listeners.binary.session import Session
 from pulsar_lookup_gateway.listeners.broker_answers import BrokerRefusal, BrokerSchema, TopicList
-from pulsar_lookup_gateway.listeners.broker_link import BrokerLink
+from pulsar_lookup_gateway.listeners.broker_link import BrokerLink, required
 from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import (
     CommandGetSchema,
@@ -26,7 +26,6 @@ from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import (
     Schema,
 )
 from pulsar_lookup_gateway.lookup.auto_creation import Partitions, TopicNotFound, topic_not_found
-from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
 from pulsar_lookup_gateway.lookup.service import LookupService
 from pulsar_lookup_gateway.lookup.topic_list import TopicListing
 from pulsar_lookup_gateway.lookup.topics import TopicName
@@ -38,11 +37,7 @@ class _BrokerBacked:
         self._broker_link = broker_link
 
     def _link(self) -> BrokerLink:
-        if self._broker_link is None:
-            raise LookupFailure(
-                FailureKind.BROKER_UNAVAILABLE, "this request needs a broker; none is configured"
-            )
-        return self._broker_link
+        return required(self._broker_link)
 
 
 class PartitionedMetadata(_BrokerBacked):

@@ -10,11 +10,7 @@ from pulsar_lookup_gateway.listeners.auth import (
     ListenerGuard,
     verified_peer_certificate,
 )
-from pulsar_lookup_gateway.listeners.binary.replies import (
-    AUTHENTICATION_ERROR,
-    NO_REQUEST,
-    NOT_ALLOWED,
-)
+from pulsar_lookup_gateway.listeners.binary.replies import AUTHENTICATION_ERROR, NOT_ALLOWED
 from pulsar_lookup_gateway.listeners.binary.session import Session
 from pulsar_lookup_gateway.listeners.binary.settings import (
     PROTOCOL_VERSION,
@@ -69,7 +65,7 @@ class Handshake:
             # its producers and consumers to be relayed; the gateway answers lookups only, so it
             # says so at once instead of accepting a connection that would refuse them.
             log.info("closing connection from %s: CONNECT asks to be proxied", session.peer)
-            out.append(codec.error(NO_REQUEST, NOT_ALLOWED, PROXY_REFUSAL))
+            out.append(codec.error(codec.NO_REQUEST, NOT_ALLOWED, PROXY_REFUSAL))
             return ConnectionState.CLOSING
         guard = session.route.guard
         if guard.required and not self._authenticate(guard, session, command, ssl_object, out):
@@ -107,7 +103,7 @@ class Handshake:
                 failed.reason,
             )
             message = f"Unable to authenticate: {failed.reason}"
-            out.append(codec.error(NO_REQUEST, AUTHENTICATION_ERROR, message))
+            out.append(codec.error(codec.NO_REQUEST, AUTHENTICATION_ERROR, message))
             return False
         if identity is not None:
             session.identity = identity

@@ -31,16 +31,6 @@ UNKNOWN_ERROR = codec.ServerError.UnknownError
 NOT_ALLOWED = codec.ServerError.NotAllowedError
 SERVICE_NOT_READY = codec.ServerError.ServiceNotReady
 AUTHENTICATION_ERROR = codec.ServerError.AuthenticationError
-#: The request id of an ERROR that answers no request: Pulsar's -1 as a uint64.
-NO_REQUEST = 2**64 - 1
-
-# Body field names of the commands our .proto has a body for (field number == type number).
-_BODY_FIELD: dict[int, str] = {
-    field.number: field.name
-    for field in BaseCommand.DESCRIPTOR.fields
-    if field.message_type is not None
-}
-
 # Commands our .proto has no body for: the field number of request_id inside their body
 # (PulsarApi.proto), so that a refusal can name the request the client waits on.
 _FOREIGN_REQUEST_ID_FIELD: dict[int, int] = {
@@ -113,12 +103,9 @@ def not_supported(command: BaseCommand) -> bytes:
 
 def _request_id_of(command: BaseCommand) -> int:
     """The request id of a command we refuse, 0 if it has none we can read."""
-    body_field = _BODY_FIELD.get(command.type)
-    if body_field is not None:
-        body = getattr(command, body_field)
-        if "request_id" in body.DESCRIPTOR.fields_by_name and body.HasField("request_id"):
-            return int(body.request_id)
-        return 0
+    found = codec.request_id_of(command)
+    if found is not None:
+        return found
     number = _FOREIGN_REQUEST_ID_FIELD.get(command.type)
     if number is None:
         return 0

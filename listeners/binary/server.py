@@ -68,9 +68,8 @@ class BinaryServer(BoundSocket):
         self.proxy_refusals: dict[str, int] = {}  # connections closed for their PROXY header
         self.refused = LogThrottle(log, logging.WARNING)  # a flood must not flood the log
         self._stopping = False
-        self.authenticator = authenticator or Authenticator()
-        self.guard = self.authenticator.for_listener(spec.listener)
-        self.router = Router(service, self.guard)
+        guard = (authenticator or Authenticator()).for_listener(spec.listener)
+        self.router = Router(service, guard)
         lookups = Lookups(service, self.router)
         self.handlers = Handlers(
             handshake=Handshake(settings, lookups.memo, self.url),

@@ -81,6 +81,22 @@ _BODY_FIELD: dict[int, str] = {
 }
 
 
+#: The request id of an ERROR that answers no request: Pulsar's -1 as a uint64.
+NO_REQUEST = 2**64 - 1
+
+
+def request_id_of(command: BaseCommand) -> int | None:
+    """The request id in a command's body (the field numbered as its type); None where it has
+    no body of ours, or a body without one."""
+    field = _BODY_FIELD.get(command.type)
+    if field is None or not command.HasField(field):
+        return None
+    body = getattr(command, field)
+    if "request_id" in body.DESCRIPTOR.fields_by_name and body.HasField("request_id"):
+        return int(body.request_id)
+    return None
+
+
 class RemoteProtocolError(Exception):
     """The peer sent bytes that are not a valid frame of this protocol; close the connection."""
 

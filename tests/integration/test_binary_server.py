@@ -638,7 +638,7 @@ async def test_a_client_that_leaves_mid_lookup_frees_its_slot(gated: GatedSource
             if gated.waiting == 0:
                 break
             await asyncio.sleep(0.01)
-        assert server.service.pending == 0
+        assert server.service.admission.pending == 0
         async with client(server) as raw:
             assert lookup_body(await raw.lookup(TOPIC_B1)).response == LookupType.Connect
 
@@ -674,7 +674,7 @@ async def test_stop_gives_up_on_lookups_after_the_timeout(gated: GatedSource) ->
         await gated.until_waiting(1)
         await asyncio.wait_for(server.stop(timeout=0.1), WAIT)
         assert await raw.receive() is None  # closed without an answer
-        assert server.service.pending == 0
+        assert server.service.admission.pending == 0
 
 
 async def test_frame_of_garbage_type_field_is_a_protocol_error(source: FileSource) -> None:

@@ -89,7 +89,7 @@ async def test_a_burst_above_the_limit_is_refused_and_every_accepted_lookup_answ
 
             http_calls = [asyncio.create_task(http_lookup()) for _ in range(100)]
             await asyncio.sleep(0.5)  # everything above the limit is refused by now
-            assert gateway.service.pending == MAX_IN_FLIGHT
+            assert gateway.service.admission.pending == MAX_IN_FLIGHT
             async with http.get(http_url(gateway, "/metrics")) as metrics:
                 exposition = await metrics.text()
             assert f"pulsar_broker_lookup_pending_requests {MAX_IN_FLIGHT}.0" in exposition

@@ -116,7 +116,7 @@ async def test_lookups_waiting_on_a_stuck_read_end_together_and_health_stays_liv
             async with http.get(http_url(gateway, "/health")) as health:
                 assert health.status == 200
             # /health answered while every lookup was still waiting on the stuck read.
-            assert gateway.service.pending == per_connection * connections
+            assert gateway.service.admission.pending == per_connection * connections
             answers = [a for batch in await asyncio.gather(*waiting) for a in batch]
             elapsed = time.perf_counter() - started
             reads = gateway.source.reads - reads_before  # type: ignore[attr-defined]
@@ -139,7 +139,7 @@ async def test_lookups_waiting_on_a_stuck_read_end_together_and_health_stays_liv
 
 
 async def _pending_at_least(gateway: Gateway, count: int) -> bool:
-    return gateway.service.pending >= count
+    return gateway.service.admission.pending >= count
 
 
 async def test_made_up_tenants_leave_no_watch_with_authorization_on(
