@@ -629,6 +629,43 @@ async def test_too_many_concurrent_lookups(gated: GatedSource) -> None:
         assert lookup_body(await two.lookup(TOPIC_B1, 4)).response == LookupType.Connect
 
 
+async def test_memoised_lookups_obey_the_cap_too(gated: GatedSource) -> None:
+    """A LOOKUP answered before (from the memo of warm answers) is refused like any other
+    while maxConcurrentLookupRequest lookups are in flight: alone in a read, and behind
+    another frame of the same read; and it is counted as a refused lookup."""
+    async with (
+        serving(gated, max_concurrent=2) as server,
+        client(server) as one,
+        client(server) as two,
+    ):
+        assert lookup_body(await one.lookup(TOPIC_B1, 1)).response == LookupType.Connect
+        assert server.handlers.lookups.memo.entries_for(server.socket_choice)  # memoised
+        one.send(codec.lookup(TOPIC_B2, 2))
+        two.send(codec.lookup(TOPIC_B2, 3))
+        await gated.until_waiting(2)
+        refused = [lookup_body(await one.lookup(TOPIC_B1, 4))]
+        one.send(codec.ping() + codec.lookup(TOPIC_B1, 5))
+        assert (await one.expect()).type == BaseCommand.PONG
+        refused.append(lookup_body(await one.expect()))
+        assert [(body.request_id, body.error) for body in refused] == [
+            (4, ServerError.TooManyRequests),
+            (5, ServerError.TooManyRequests),
+        ]
+        labels = {
+            "listener": "external",
+            "chosen_by": "socket",
+            "protocol": "binary",
+            "error": "TooManyRequests",
+        }
+        registry = server.service.metrics.registry
+        assert registry.get_sample_value("pulsar_broker_lookup_failures_total", labels) == 2
+        gated.gate.set()
+        assert lookup_body(await one.expect()).request_id == 2
+        assert lookup_body(await two.expect()).request_id == 3
+        # below the cap again: answered from the memo
+        assert lookup_body(await one.lookup(TOPIC_B1, 6)).response == LookupType.Connect
+
+
 async def test_a_client_that_leaves_mid_lookup_frees_its_slot(gated: GatedSource) -> None:
     async with serving(gated, max_concurrent=1) as server:
         async with client(server) as leaving:
