@@ -323,6 +323,8 @@ class _Routes:
         X-Pulsar-ListenerName) if it may, else `unnamed`'s (Router.decide)."""
         explicit = request.query.get("listenerName") if request.query_string else None
         header = request.headers.get(LISTENER_HEADER)
+        if not explicit and not header:  # (the common case: clients name none)
+            return unnamed.choice
         route = self.router.decide(
             unnamed, explicit, header, protocol="http", client=client, topic=topic
         )

@@ -47,18 +47,20 @@ class Lookups:
     def lookup(
         self, session: Session, body: CommandLookupTopic, runner: RequestRunner, out: list[bytes]
     ) -> None:
-        # "" when absent; blank means absent (the C++ and Go clients always send the field).
-        try:
-            route = self._router.decide(
-                session.route,
-                body.advertised_listener_name,
-                protocol="binary",
-                client=session.origin,
-                topic=body.topic,
-            )
-        except LookupFailure as refused:
-            out.append(lookup_failed(body.request_id, refused))
-            return
+        route = session.route
+        # "" when absent (the C++ and Go clients always send the field): the common case.
+        if body.advertised_listener_name:
+            try:
+                route = self._router.decide(
+                    route,
+                    body.advertised_listener_name,
+                    protocol="binary",
+                    client=session.origin,
+                    topic=body.topic,
+                )
+            except LookupFailure as refused:
+                out.append(lookup_failed(body.request_id, refused))
+                return
         runner.run(self._frame(session, body, route), body.request_id, lookup_failed, out)
 
     async def _frame(self, session: Session, body: CommandLookupTopic, route: Route) -> bytes:
