@@ -9,6 +9,7 @@ BENCHMARKS = (
     "zk_cache",
     "binary_lookup",
     "http_lookup",
+    "http_handler",
     "tls_handshake",
     "zones",
     "workers",

@@ -414,7 +414,7 @@ def table(results: list[Result], args: argparse.Namespace) -> str:
     for r in results:
         rows.append(
             f"| {r.server} | {load} | {r.lookups_per_second:,.0f} | {r.p50_ms:.2f} | "
-            f"{r.p99_ms:.2f} | {r.cpu_us_per_lookup:.3f} | {r.client_cpu_us_per_lookup:.1f} |"
+            f"{r.p99_ms:.2f} | {r.cpu_us_per_lookup:.2f} | {r.client_cpu_us_per_lookup:.1f} |"
         )
     by_name = {r.server: r for r in results}
     pairs = [("gateway", "baseline"), ("located", "baseline"), ("located", "gateway")]
