@@ -103,9 +103,8 @@ class Router:
 
     def named(self, unnamed: Route, explicit: str | None, header: str | None = None) -> Route:
         """The route of a request that may name a listener (`explicit` first, then `header`;
-        blank names count as none): `unnamed` when it names none. Check it with `refusal`."""
-        if not (explicit or header):  # (the common case)
-            return unnamed
+        blank names count as none): `unnamed` when it names none. Unchecked: a lookup takes
+        its route from `decide`, which also applies `refusal`."""
         if given_name(explicit) is None and given_name(header) is None:
             return unnamed
         choice = self._service.choose(
