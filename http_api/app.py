@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from urllib.parse import quote, urlencode
 
 from aiohttp import web
@@ -57,7 +57,12 @@ from pulsar_lookup_gateway.listeners.auth import (
 from pulsar_lookup_gateway.listeners.broker_answers import TOPIC_LIST_MODES, BrokerRefusal
 from pulsar_lookup_gateway.listeners.broker_link import ANONYMOUS, BrokerLink, Principal, required
 from pulsar_lookup_gateway.listeners.client_origin import AddressSource, ClientOrigin
-from pulsar_lookup_gateway.listeners.forwarded import forwarded_for
+from pulsar_lookup_gateway.listeners.forwarded import (
+    FORWARDED,
+    HEADERS,
+    X_FORWARDED_FOR,
+    forwarded_for,
+)
 from pulsar_lookup_gateway.listeners.routing import Route, Router
 from pulsar_lookup_gateway.lookup.auto_creation import Partitions, TopicNotFound, topic_not_found
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
@@ -102,16 +107,19 @@ def build_app(
     authenticator: Authenticator | None = None,
     super_users: Collection[str] = (),
     trusted_proxies: NetworkTable[bool] | None = None,
+    forwarded_headers: Sequence[str] = HEADERS,
     broker_link: BrokerLink | None = None,
 ) -> web.Application:
     """The application for one socket; `listener` is the listener that socket is tagged with.
     `authenticator`: who must authenticate, and how (None: nobody, any listener name);
     `super_users`: the roles that may read the listener table where authentication is on;
-    `trusted_proxies`: peers whose X-Forwarded-For / Forwarded headers are believed."""
+    `trusted_proxies`: peers whose X-Forwarded-For / Forwarded headers are believed;
+    `forwarded_headers`: which of the two, in order of preference (trustedForwardedHeaders)."""
     routes = _Routes(
         service, listener, listener_table, authenticator or Authenticator(), super_users
     )
     routes.trusted_proxies = trusted_proxies or NetworkTable()
+    routes.forwarded_headers = tuple(forwarded_headers)
     routes.broker_link = broker_link  # None: requests only a broker can answer fail (503)
     routes.protocols = ProtocolLookups(service, broker_link)
     # No middleware: aiohttp adds a layer of its own to every request once there is one, and a
@@ -161,6 +169,7 @@ class _Routes:
         self.super_users = frozenset(super_users)
         self.router = Router(service, self.guard)  # the listener of each request
         self.trusted_proxies: NetworkTable[bool] = NetworkTable()
+        self.forwarded_headers: tuple[str, ...] = HEADERS
         self.broker_link: BrokerLink | None = None
         self.protocols = ProtocolLookups(service, None)
         self.catch_all: web.AbstractResource | None = None
@@ -173,7 +182,10 @@ class _Routes:
         try:
             role = self._role(request, unnamed.guard)
             topic = _topic(request, trailing=0)
-            choice = self._choose(request, unnamed, client, topic)
+            route = self._choose(request, unnamed, client, topic)
+            choice = route.choice
+            if route.guard is not unnamed.guard:  # the named listener requires authentication
+                role = self._role(request, route.guard)
             answer = await self.service.lookup(
                 topic, choice, protocol="http", role=role, client=client
             )
@@ -204,7 +216,10 @@ class _Routes:
                 return json_error(
                     400, f"'{printable(protocol)}' is not a protocol name ({PROTOCOL_NAME_RULE})"
                 )
-            choice = self._choose(request, unnamed, client, topic)
+            route = self._choose(request, unnamed, client, topic)
+            choice = route.choice
+            if route.guard is not unnamed.guard:  # the named listener requires authentication
+                role = self._role(request, route.guard)
             answer = await self.protocols.answer(
                 topic, choice, protocol, role=role, principal=_principal(request, role)
             )
@@ -295,17 +310,19 @@ class _Routes:
         return required(self.broker_link)
 
     def _client(self, request: web.Request) -> tuple[ClientOrigin | None, str | None]:
-        """Where the client is (its connection's origin, or what the X-Forwarded-For or
-        Forwarded headers of a trusted proxy say), and the TLS server name it dialled."""
+        """Where the client is (its connection's origin, or what the believed forwarded header
+        of a trusted proxy says), and the TLS server name it dialled."""
         origin, server_name = client_of(request)
-        trusted = self.trusted_proxies
-        if origin is None or not trusted or not trusted.holds(parse_address(origin.address)):
+        trusted, believed = self.trusted_proxies, self.forwarded_headers
+        if origin is None or not trusted or not believed:
+            return origin, server_name
+        if not trusted.holds(parse_address(origin.address)):
             return origin, server_name
         headers = request.headers
-        forwarded = headers.getall("Forwarded", ())
-        x_forwarded_for = headers.getall("X-Forwarded-For", ())
+        forwarded = headers.getall(FORWARDED, ())
+        x_forwarded_for = headers.getall(X_FORWARDED_FOR, ())
         if forwarded or x_forwarded_for:
-            address = forwarded_for(forwarded, x_forwarded_for, trusted)
+            address = forwarded_for(forwarded, x_forwarded_for, trusted, believed)
             if address is not None:
                 return origin.via(AddressSource.FORWARDED, str(address), None), server_name
         return origin, server_name
@@ -318,17 +335,16 @@ class _Routes:
 
     def _choose(
         self, request: web.Request, unnamed: Route, client: ClientOrigin | None, topic: TopicName
-    ) -> ListenerChoice:
-        """The listener of a lookup of `topic`: the one the request names (listenerName, then
-        X-Pulsar-ListenerName) if it may, else `unnamed`'s (Router.decide)."""
+    ) -> Route:
+        """The route of a lookup of `topic`: to the listener the request names (listenerName,
+        then X-Pulsar-ListenerName) if it may, else `unnamed` (Router.decide)."""
         explicit = request.query.get("listenerName") if request.query_string else None
         header = request.headers.get(LISTENER_HEADER)
         if not explicit and not header:  # (the common case: clients name none)
-            return unnamed.choice
-        route = self.router.decide(
+            return unnamed
+        return self.router.decide(
             unnamed, explicit, header, protocol="http", client=client, topic=topic
         )
-        return route.choice
 
     def _role(self, request: web.Request, guard: ListenerGuard | None = None) -> str | None:
         """The role the request authenticates as under `guard` (by default the guard of its

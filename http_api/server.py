@@ -34,7 +34,11 @@ from pulsar_lookup_gateway.listeners.socket_table import (
 from pulsar_lookup_gateway.lookup.log_throttle import LogThrottle
 from pulsar_lookup_gateway.lookup.metrics import LookupMetrics
 from pulsar_lookup_gateway.lookup.networks import NetworkTable
-from pulsar_lookup_gateway.tls.server_names import server_name_of
+from pulsar_lookup_gateway.tls.server_names import (
+    CERTIFICATE_MISSING,
+    client_certificate_missing,
+    server_name_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +114,12 @@ class _Admission:
         self.refused = LogThrottle(log, logging.WARNING)
         self.timed_out = LogThrottle(log, logging.INFO)
 
-    def admit(self) -> bool:
+    def admit(self, ssl_object: object) -> bool:
+        if client_certificate_missing(ssl_object):
+            if self.on_refused is not None:
+                self.on_refused("client-certificate")
+            self.refused.event("refusing a connection on %s: %s", self.url, CERTIFICATE_MISSING)
+            return False
         if self.limit and self.open >= self.limit:
             if self.on_refused is not None:
                 self.on_refused("max-connections")
@@ -150,7 +159,7 @@ class _Guarded(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport
-        if not self._admission.admit():
+        if not self._admission.admit(transport.get_extra_info("ssl_object")):
             cast(asyncio.Transport, transport).abort()  # at once: nothing to flush
             return
         self._inner = inner = self._make_handler()

@@ -12,12 +12,12 @@ What a client proves, and how (Pulsar's token and TLS providers, with Pulsar's k
 - **tls**: the client certificate of the TLS session, only when the session verified it against
   the socket's trust store (``tlsTrustCertsFilePath``); the role is the certificate's CN.
 
-Which sockets require it: ``listener.<name>.authenticationRequired``, else
-``authenticationEnabled`` (legacy sockets: ``authenticationEnabled``). A socket that does not
-require authentication ignores credentials: its clients have no role and are not authorized
-either (a trusted network). What a client names as its listener (``listenerName``, the header,
-the binary field) never changes what its socket requires; ``allowedListenerNames`` limits
-which names it may ask for.
+Which requests require it: ``listener.<name>.authenticationRequired``, else
+``authenticationEnabled`` (legacy sockets: ``authenticationEnabled``), of the socket's listener
+AND of the listener a request is answered for: a listener's requirement holds on every route
+to it (a name the client gives, a TLS server name, the client's network). A request that
+requires none ignores credentials: its client has no role and is not authorized either (a
+trusted network). ``allowedListenerNames`` limits which names a socket's clients may ask for.
 
 A client names its method (binary ``auth_method_name``, HTTP ``X-Pulsar-Auth-Method-Name``, or a
 ``Bearer`` header, which means token); a client that names none is tried against every
@@ -380,6 +380,14 @@ class ListenerGuard:
         if not self.required:
             return None
         return self.authenticator.authenticate(credentials)
+
+    def joined(self, answering: ListenerGuard) -> ListenerGuard:
+        """This socket's guard for requests answered for another listener: authentication is
+        required where either requires it (a listener's requirement holds on every route to
+        it: its name, a server name, a client network); the names allowed stay the socket's."""
+        if answering.required <= self.required:
+            return self
+        return ListenerGuard(self.listener, True, self.allowed_names, self.authenticator)
 
     def refusal(self, choice: ListenerChoice) -> LookupFailure | None:
         """Why a client of this socket may not ask for `choice` (None: it may). Only names a

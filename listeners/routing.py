@@ -57,7 +57,7 @@ class Router:
         self._listener = guard.listener
         # What a request naming no listener gets: decided once for the socket, or once per
         # connection or request where server names or client networks can choose instead.
-        self.socket_route = Route(service.choose(socket_listener=guard.listener), guard)
+        self.socket_route = self._route_to(service.choose(socket_listener=guard.listener))
         self.located = bool(service.routes)
 
     def route(self, origin: ClientOrigin | None, server_name: str | None) -> Route:
@@ -71,7 +71,7 @@ class Router:
             socket_listener=self._listener,
             allowed=self.guard.allowed_names,
         )
-        return Route(choice, self.guard)
+        return self._route_to(choice)
 
     def decide(
         self,
@@ -110,7 +110,15 @@ class Router:
         choice = self._service.choose(
             explicit=explicit, header=header, socket_listener=self._listener
         )
-        return Route(choice, self.guard)
+        return self._route_to(choice)
+
+    def _route_to(self, choice: ListenerChoice) -> Route:
+        """`choice` with the authentication it needs: the socket's, and the answering
+        listener's wherever that requires more (ListenerGuard.joined)."""
+        name = choice.name
+        if name is None or name == self._listener:
+            return Route(choice, self.guard)
+        return Route(choice, self.guard.joined(self.guard.authenticator.for_listener(name)))
 
     def refusal(self, route: Route) -> LookupFailure | None:
         """Why a request may not take `route` (None: it may): a name the client gave that

@@ -230,13 +230,27 @@ class ListenerTls:
     ) -> None:
         """OpenSSL's server-name callback, at every ClientHello: note the name, and serve the
         newest context of the listener the name routes to (this socket's when none)."""
-        remember(ssl_object, server_name)
         target = self
         if server_name and self._route is not None:
             target = self._peers.get(self._route(server_name), self)
+        remember(ssl_object, server_name, target.listener, target.settings.require_client_cert)
         current = target._state.context
         if current is not context:
             ssl_object.context = current
+
+    def ask_for_client_certificates(self) -> None:
+        """Have handshakes on this listener's sockets ask for a client certificate (without
+        requiring one), because one may be moved to a listener that checks them: a moved
+        handshake keeps this context's verify mode. What a listener requires is enforced
+        after the handshake (server_names.client_certificate_missing). A certificate offered
+        is verified with the trust store of the listener the handshake reached."""
+        context = self.context
+        if context.verify_mode == ssl.CERT_NONE:
+            context.verify_mode = ssl.CERT_OPTIONAL
+        # No resumption where certificates are checked (see tls.context): a resumed session
+        # would skip the check.
+        context.num_tickets = 0
+        context.options |= ssl.OP_NO_TICKET
 
 
 class GatewayTls:
@@ -267,9 +281,14 @@ class GatewayTls:
 
     def route_server_names(self, route: Callable[[str], str | None]) -> None:
         """Serve a handshake whose server name `route`s to a listener that has TLS material
-        with that listener's certificate, on whichever TLS socket it arrives."""
+        with that listener's certificate, on whichever TLS socket it arrives. Where any
+        listener checks client certificates, every listener's sockets ask for one, since a
+        handshake keeps the verify mode of the socket it arrived on."""
+        checking = any(tls.context.verify_mode != ssl.CERT_NONE for tls in self.listeners.values())
         for tls in self.listeners.values():
             tls._route, tls._peers = route, self.listeners
+            if checking:
+                tls.ask_for_client_certificates()
 
     def start(self) -> None:
         """Start re-checking every refresh_seconds (nothing to do without TLS sockets or 0)."""

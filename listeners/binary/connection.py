@@ -51,7 +51,7 @@ class Host(Protocol):
 
     def route_for(self, origin: ClientOrigin, transport: asyncio.BaseTransport) -> Route: ...
 
-    def admit(self, conn: Connection) -> bool: ...
+    def admit(self, conn: Connection, transport: asyncio.BaseTransport) -> bool: ...
 
     def forget(self, conn: Connection) -> None: ...
 
@@ -94,7 +94,7 @@ class Connection(asyncio.Protocol):
         self.peer = origin.client
         self.address = origin.address
         self.session = Session(origin, self._server.route_for(origin, transport))
-        if not self._server.admit(self):
+        if not self._server.admit(self, transport):
             self._move(CLOSING)
             self._transport.abort()
             return

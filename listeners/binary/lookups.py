@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Callable
 from time import perf_counter
 
+from pulsar_lookup_gateway.listeners.auth import not_authenticated
 from pulsar_lookup_gateway.listeners.binary.answer_frames import AnswerFrames
 from pulsar_lookup_gateway.listeners.binary.replies import SERVICE_NOT_READY, lookup_failed
 from pulsar_lookup_gateway.listeners.binary.requests import RequestRunner
@@ -60,6 +61,18 @@ class Lookups:
                 )
             except LookupFailure as refused:
                 out.append(lookup_failed(body.request_id, refused))
+                return
+            if route.guard.required and session.identity is None:
+                # The named listener requires authentication, which this connection's CONNECT
+                # did not have to give: it may not take that route.
+                unauthenticated = not_authenticated(
+                    f"listener '{route.listener}' requires authentication; connect with "
+                    "credentials to a socket that requires them"
+                )
+                self._service.refuse(
+                    "binary", session.origin, route.choice, body.topic, unauthenticated
+                )
+                out.append(lookup_failed(body.request_id, unauthenticated))
                 return
         runner.run(self._frame(session, body, route), body.request_id, lookup_failed, out)
 

@@ -32,7 +32,11 @@ from pulsar_lookup_gateway.listeners.socket_table import (
 from pulsar_lookup_gateway.lookup.log_throttle import LogThrottle
 from pulsar_lookup_gateway.lookup.selection import ListenerChoice
 from pulsar_lookup_gateway.lookup.service import LookupService
-from pulsar_lookup_gateway.tls.server_names import server_name_of
+from pulsar_lookup_gateway.tls.server_names import (
+    CERTIFICATE_MISSING,
+    client_certificate_missing,
+    server_name_of,
+)
 
 log = logging.getLogger(__package__)
 
@@ -168,9 +172,9 @@ class BinaryServer(BoundSocket):
         the server name the client dialled: its handshake is done by now)."""
         return self.router.route(origin, server_name_of(transport.get_extra_info("ssl_object")))
 
-    def admit(self, conn: Connection) -> bool:
+    def admit(self, conn: Connection, transport: asyncio.BaseTransport) -> bool:
         """Count a new connection in, or refuse it (False: the caller aborts it)."""
-        refused = self._refusal(conn.address)
+        refused = self._refusal(conn.address, transport.get_extra_info("ssl_object"))
         if refused is not None:
             reason, why = refused
             self.count_refused(reason)
@@ -198,11 +202,13 @@ class BinaryServer(BoundSocket):
         self.proxy_refusals[reason] = self.proxy_refusals.get(reason, 0) + 1
         self.count_refused(reason)
 
-    def _refusal(self, address: str) -> tuple[str, str] | None:
+    def _refusal(self, address: str, ssl_object: object) -> tuple[str, str] | None:
         """Why a new connection from `address` is refused, as (metric reason, log text); None:
         admitted."""
         if self._stopping:
             return "stopping", "stopping"
+        if client_certificate_missing(ssl_object):
+            return "client-certificate", CERTIFICATE_MISSING
         limit = self.settings.max_connections
         if limit and len(self._connections) >= limit:
             return "max-connections", f"brokerMaxConnections={limit} reached"

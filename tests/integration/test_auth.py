@@ -337,9 +337,16 @@ async def test_binary_allowed_listener_names(
         assert own.brokerServiceUrl == EXTERNAL_URL
         blank = await lookup(raw, request_id=3, listener="")  # blank means absent
         assert blank.brokerServiceUrl == EXTERNAL_URL
+    # the external listener requires authentication on every route to it: a connection of
+    # the internal socket, which proved no role, may not name it
     async with raw_client(world.binary["internal"]) as raw:
         await raw.handshake()
-        assert (await lookup(raw, listener="external")).brokerServiceUrl == EXTERNAL_URL
+        named = await lookup(raw, listener="external")
+        assert (named.response, named.error) == (
+            LookupType.Failed,
+            ServerError.AuthenticationError,
+        )
+        assert not named.brokerServiceUrl
 
 
 async def test_binary_connection_with_expired_token_is_closed(world: World) -> None:
