@@ -1,5 +1,5 @@
-"""Log lines for events a client can repeat thousands of times a second, at most one per
-interval, each saying how many events it stands for."""
+"""Log lines for events a client can repeat thousands of times a second, a few per interval,
+the first of each saying how many events went unmentioned before it."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ LOG_INTERVAL = 10.0  # seconds between two lines about one kind of event
 
 
 class LogThrottle:
-    """One log line per `interval` for a repeatable event (a refused connection, a failed
-    accept). The events the last line did not mention are counted in the next one."""
+    """At most `burst` log lines per `interval` for a repeatable event (a refused connection,
+    a failed accept, a refused lookup). The events the lines did not mention are counted in
+    the first line of the next interval."""
 
     def __init__(
         self,
@@ -20,27 +21,33 @@ class LogThrottle:
         level: int,
         interval: float = LOG_INTERVAL,
         clock: Callable[[], float] = time.monotonic,
+        burst: int = 1,
     ) -> None:
         self._logger = logger
         self._level = level
         self._interval = interval
         self._clock = clock
-        self._last: float | None = None
+        self._burst = burst
+        self._started: float | None = None  # when the current interval began
+        self._lines = 0  # lines logged in it
         self._unreported = 0
         self.total = 0  # events, logged or not
 
     def event(self, message: str, *args: object) -> None:
         self.total += 1
-        self._unreported += 1
         now = self._clock()
-        if self._last is not None and now - self._last < self._interval:
-            return
-        more = self._unreported - 1
-        since = now - self._last if self._last is not None else 0.0
-        self._last, self._unreported = now, 0
-        if more:
-            message += " (and %d more like it in the last %.0fs)"
-            args = (*args, more, since)
+        started = self._started
+        if started is not None and now - started < self._interval:
+            if self._lines >= self._burst:
+                self._unreported += 1
+                return
+        else:
+            more, self._unreported = self._unreported, 0
+            self._started, self._lines = now, 0
+            if more:
+                message += " (and %d more like it in the last %.0fs)"
+                args = (*args, more, now - started if started is not None else 0.0)
+        self._lines += 1
         self._logger.log(self._level, message, *args)
 
 

@@ -28,7 +28,7 @@ from pulsar_lookup_gateway.lookup.auto_creation import (
 )
 from pulsar_lookup_gateway.lookup.bundles import BundleRange
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure, NodeNotLoaded
-from pulsar_lookup_gateway.lookup.log_throttle import FirstSeen
+from pulsar_lookup_gateway.lookup.log_throttle import FirstSeen, LogThrottle
 from pulsar_lookup_gateway.lookup.metrics import LookupMetrics, LookupTally
 from pulsar_lookup_gateway.lookup.protocol_data import ProtocolAnswer, resolve_protocol
 from pulsar_lookup_gateway.lookup.resolve import (
@@ -54,6 +54,7 @@ from pulsar_lookup_gateway.lookup.view import ClusterView
 log = logging.getLogger(__name__)
 TOPIC_IN_LOG = 200  # characters of a topic name in a log line
 LISTENER_IN_LOG = 64  # characters of a listener name in a log line
+DETAIL_IN_LOG = 400  # characters of a failure's message in a log line
 
 T = TypeVar("T")
 # One lookup reads a handful of nodes; more fetches than this means the data keeps changing
@@ -61,6 +62,9 @@ T = TypeVar("T")
 MAX_FETCHES_PER_LOOKUP = 64
 UNDECLARED = "undeclared"  # metric label for a listener name the config does not declare
 MAX_PROTOCOL_DATA_LOGGED = 1024  # unreadable protocol data strings remembered as logged
+#: Lines per 10 s about refused lookups of one kind over one protocol; the rest are counted
+#: (clients can send thousands a second, each with a name of their choosing).
+REFUSALS_LOGGED = 20
 
 
 class LookupService:
@@ -95,6 +99,8 @@ class LookupService:
         )
         self._cache: AnswerCache[LookupAnswer] = AnswerCache()
         self._unreadable_data = FirstSeen(MAX_PROTOCOL_DATA_LOGGED)  # protocol data logged
+        # by (protocol, failure): both from fixed sets, so at most a few dozen
+        self._refusal_logs: dict[tuple[str, str], LogThrottle] = {}
 
     @property
     def logs_each_answer(self) -> bool:
@@ -200,7 +206,11 @@ class LookupService:
         if not failure.logged:
             failure.logged = True
             outcome = failure.code.name
-            _log_lookup(logging.INFO, protocol, client, choice, topic, outcome, failure.message)
+            throttle = self._refusal_logs.get((protocol, outcome))
+            if throttle is None:
+                throttle = LogThrottle(log, logging.INFO, burst=REFUSALS_LOGGED)
+                self._refusal_logs[(protocol, outcome)] = throttle
+            throttle.event(*_lookup_line(protocol, client, choice, topic, outcome, failure.message))
 
     @property
     def cached_bytes(self) -> int:
@@ -372,17 +382,28 @@ def _log_lookup(
     outcome: str,
     detail: str,
 ) -> None:
-    log.log(
-        level,
+    log.log(level, *_lookup_line(protocol, client, choice, topic, outcome, detail))
+
+
+def _lookup_line(
+    protocol: str,
+    client: object,
+    choice: ListenerChoice | None,
+    topic: str | TopicName | None,
+    outcome: str,
+    detail: str,
+) -> tuple[str, ...]:
+    """The log line of one lookup: its format and arguments, client text escaped and cut."""
+    return (
         "lookup %s: protocol=%s client=%s listener=%s chosen_by=%s topic=%s (%s)",
         outcome,
         protocol,
-        client if client is not None else "-",
+        str(client) if client is not None else "-",
         # (a name a client gave that breaks the rule: escaped, and cut short)
         printable((choice.name if choice is not None else None) or "-", LISTENER_IN_LOG),
         choice.source.value if choice is not None else "-",
         "-"
         if topic is None
         else printable(topic if isinstance(topic, str) else topic.full, TOPIC_IN_LOG),
-        detail,
+        printable(detail, DETAIL_IN_LOG),
     )
