@@ -119,6 +119,9 @@ def _parser() -> argparse.ArgumentParser:
         "--workers", type=int, default=1, help="gateway processes sharing the ports (SO_REUSEPORT)"
     )
     run.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
+    # A worker's supervisor: its pid and the read end of its lifeline pipe (gateway.workers).
+    run.add_argument("--supervisor-pid", type=int, default=None, help=argparse.SUPPRESS)
+    run.add_argument("--supervisor-fd", type=int, default=None, help=argparse.SUPPRESS)
     run.add_argument("--access-log", action="store_true", help=ACCESS_LOG_HELP)
     run.set_defaults(handler=cmd_run)
 
@@ -354,8 +357,12 @@ async def _lookup(
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from pulsar_lookup_gateway.gateway.workers import WorkersError, supervise
+    from pulsar_lookup_gateway.gateway.workers import WorkersError, follow_supervisor, supervise
 
+    # A worker's first act, so that it never outlives its supervisor, even while it starts.
+    supervised = args.worker is not None and args.supervisor_pid is not None
+    if supervised and not follow_supervisor(args.supervisor_pid, args.supervisor_fd):
+        return EXIT_FAILED
     loaded = load_or_report(args.config)
     if loaded is None:
         return EXIT_USAGE

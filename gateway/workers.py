@@ -11,10 +11,32 @@ to every worker as PROMETHEUS_MULTIPROC_DIR (read when a worker imports promethe
 each worker's /metrics merges the files of all. When a worker exits, its live gauges are dropped
 (`mark_process_dead`); its counters and histograms stay in the totals. The directory is removed
 at exit.
+
+Workers do not outlive the supervisor. A supervisor killed with SIGKILL (or by the OOM killer)
+cannot stop its workers, so each worker watches for that itself, two ways:
+
+* On Linux, a worker's first act (`follow_supervisor`, before it reads its config) is to ask
+  the kernel for SIGTERM when its parent dies (`prctl(PR_SET_PDEATHSIG)`), then to compare
+  `getppid()` with the supervisor's pid from its command line: a supervisor that died before
+  the prctl call left the worker with another parent, and the worker exits at once. The signal
+  comes when the thread that started the worker ends; the supervisor starts every worker from
+  its main thread, which lives as long as the process.
+* Everywhere: the supervisor holds the write end of a pipe (the lifeline) that it never writes
+  to and that no other process inherits; each worker gets the read end and blocks on it in a
+  thread. The kernel closes a dead process's descriptors whatever killed it, so the worker reads
+  end-of-file at once when the supervisor is gone, even if that happened before the worker
+  started. A pipe rather than polling `getppid()`: no interval to choose, nothing to wake up
+  while all is well, and it does not depend on which process adopts an orphan (init or a
+  subreaper). Where prctl is missing or failed, the watcher sends the worker SIGTERM itself;
+  where it worked, the kernel already did, and the watcher only logs (one SIGTERM either way).
+
+SIGTERM takes the worker's usual way out: it stops accepting, answers the lookups in flight
+(within shutdownTimeoutSeconds) and exits.
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import shutil
@@ -22,6 +44,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -40,6 +63,7 @@ MAX_RESTARTS = 5  # within RESTART_WINDOW seconds; beyond it the supervisor give
 RESTART_WINDOW = 60.0
 POLL_INTERVAL = 0.2
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"  # prometheus-client's multiprocess switch
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 class WorkersError(Exception):
@@ -93,27 +117,44 @@ def supervise(
     """Run `count` workers until a signal; `worker_args`: more options for each worker's
     command line (the logging flags)."""
     check_workers(config, count)
-    with shared_metrics_directory() as directory:
-        return _supervise(config_path, config, count, list(worker_args), directory)
+    with shared_metrics_directory() as directory, lifeline() as read_end:
+        return _supervise(config_path, config, count, list(worker_args), directory, read_end)
+
+
+@contextmanager
+def lifeline() -> Iterator[int]:
+    """A pipe whose write end only this process holds (os.pipe's descriptors are not
+    inheritable, and Popen passes only the read end); the read end, for the workers. Closed
+    after the workers exited: end-of-file on it tells a worker that the supervisor is gone."""
+    read_end, write_end = os.pipe()
+    try:
+        yield read_end
+    finally:
+        os.close(read_end)
+        os.close(write_end)
 
 
 def _supervise(
-    config_path: Path, config: GatewayConfig, count: int, worker_args: list[str], metrics: Path
+    config_path: Path,
+    config: GatewayConfig,
+    count: int,
+    worker_args: list[str],
+    metrics: Path,
+    read_end: int,
 ) -> int:
     stopping = False
     restarted = restart_counter(metrics)
     env = {**os.environ, MULTIPROC_ENV: str(metrics)}
+    command = [sys.executable, "-m", "pulsar_lookup_gateway", "run", "--config", str(config_path)]
+    supervisor = ["--supervisor-pid", str(os.getpid()), "--supervisor-fd", str(read_end)]
 
     def spawn(index: int) -> subprocess.Popen[bytes]:
-        command = [
-            sys.executable,
-            "-m",
-            "pulsar_lookup_gateway",
-            "run",
-            "--config",
-            str(config_path),
-        ]
-        return subprocess.Popen([*command, "--worker", str(index), *worker_args], env=env)
+        # Started from this (the main) thread: see PR_SET_PDEATHSIG in the module's docstring.
+        return subprocess.Popen(
+            [*command, "--worker", str(index), *supervisor, *worker_args],
+            env=env,
+            pass_fds=(read_end,),
+        )
 
     def stop(signum: int, _frame: FrameType | None) -> None:
         nonlocal stopping
@@ -158,3 +199,54 @@ def _supervise(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def follow_supervisor(supervisor_pid: int, read_end: int | None) -> bool:
+    """A worker's first act: arrange to get SIGTERM when the supervisor dies (see the module's
+    docstring). False if the supervisor is already gone: the worker should exit."""
+    signalled = set_parent_death_signal(signal.SIGTERM)
+    if os.getppid() != supervisor_pid:
+        log.error("the supervisor (pid %d) is gone: exiting", supervisor_pid)
+        return False
+    if read_end is not None:
+        threading.Thread(
+            target=watch_lifeline,
+            args=(read_end, supervisor_pid, not signalled),
+            name="supervisor-lifeline",
+            daemon=True,
+        ).start()
+    return True
+
+
+def set_parent_death_signal(signum: int) -> bool:
+    """Linux: have the kernel send `signum` to this process when its parent dies. False where
+    that cannot be arranged."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError) as exc:
+        log.warning("no prctl: the lifeline pipe alone stops this worker: %s", exc)
+        return False
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    if prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0) != 0:
+        reason = os.strerror(ctypes.get_errno())
+        log.warning("prctl(PR_SET_PDEATHSIG) failed: the lifeline pipe alone stops this worker: "
+                    "%s", reason)  # fmt: skip
+        return False
+    return True
+
+
+def watch_lifeline(read_end: int, supervisor_pid: int, send_sigterm: bool) -> None:
+    """Block on the lifeline until end-of-file (the supervisor is gone); then send this process
+    SIGTERM if `send_sigterm` (the kernel does when the parent-death signal is set)."""
+    try:
+        while os.read(read_end, 512):
+            pass  # the supervisor never writes; read on if something did
+    except OSError as exc:
+        log.error("cannot watch the supervisor's lifeline (fd %d): %s", read_end, exc)
+        return
+    log.warning("the supervisor (pid %d) is gone: stopping", supervisor_pid)
+    if send_sigterm:
+        os.kill(os.getpid(), signal.SIGTERM)
