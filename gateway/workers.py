@@ -32,6 +32,18 @@ cannot stop its workers, so each worker watches for that itself, two ways:
 
 SIGTERM takes the worker's usual way out: it stops accepting, answers the lookups in flight
 (within shutdownTimeoutSeconds) and exits.
+
+Stale directories: a supervisor killed with SIGKILL leaves its metrics directory behind. Its
+name records its owner: `pulsar-lookup-gateway-metrics-<pid>-<start>-<pidns>-<random>`, with
+the supervisor's start time (field 22 of /proc/<pid>/stat, clock ticks after boot) and its PID
+namespace (the inode of /proc/self/ns/pid); mkdtemp makes it, so the record exists as soon as
+the directory does. A supervisor starting removes every such directory in the temp directory
+that belongs to its own uid (lstat: a real directory, not a link) and whose owner is gone: no
+process with that pid, a zombie, or a process with that pid but another start time (the pid
+was reused). It keeps the directories it cannot judge: another PID namespace (a temp directory
+shared between containers), a name in another form (one left by an earlier release), an owner
+whose start time is unknown (no /proc) but whose pid exists. Each directory is made with
+mode 0700.
 """
 
 from __future__ import annotations
@@ -39,8 +51,10 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -48,6 +62,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
@@ -63,6 +78,10 @@ MAX_RESTARTS = 5  # within RESTART_WINDOW seconds; beyond it the supervisor give
 RESTART_WINDOW = 60.0
 POLL_INTERVAL = 0.2
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"  # prometheus-client's multiprocess switch
+METRICS_PREFIX = "pulsar-lookup-gateway-metrics-"
+# <pid>-<start>-<pidns>-<mkdtemp's random part: lower-case letters, digits, underscores>
+_OWNED_NAME = re.compile(re.escape(METRICS_PREFIX) + r"(\d+)-(\d+|x)-(\d+|x)-[a-z0-9_]+")
+_UNKNOWN = "x"
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
@@ -81,11 +100,117 @@ def check_workers(config: GatewayConfig, count: int) -> None:
         )
 
 
+@dataclass(frozen=True)
+class Owner:
+    """The supervisor a metrics directory belongs to, as its name records it. `start`: field 22
+    of /proc/<pid>/stat; `pid_namespace`: the inode of /proc/<pid>/ns/pid. None: unknown (no
+    /proc), written `x`."""
+
+    pid: int
+    start: int | None
+    pid_namespace: int | None
+
+    @classmethod
+    def current(cls) -> Owner:
+        pid = os.getpid()
+        found = proc_stat(pid)
+        return cls(pid, found[1] if found else None, pid_namespace())
+
+    @classmethod
+    def from_name(cls, name: str) -> Owner | None:
+        """The owner recorded in a directory's name; None for a name in another form."""
+        match = _OWNED_NAME.fullmatch(name)
+        if match is None:
+            return None
+        pid, start, namespace = match.groups()
+        return cls(
+            int(pid),
+            None if start == _UNKNOWN else int(start),
+            None if namespace == _UNKNOWN else int(namespace),
+        )
+
+    def prefix(self) -> str:
+        """mkdtemp's prefix for a directory of this owner."""
+        fields = (self.pid, self.start, self.pid_namespace)
+        return METRICS_PREFIX + "".join(
+            f"{_UNKNOWN if value is None else value}-" for value in fields
+        )
+
+    def may_be_running(self) -> bool:
+        """False only when this owner is certainly gone; True when it runs or cannot be told."""
+        if self.pid_namespace is not None and self.pid_namespace != pid_namespace():
+            return True  # its pid means another process here
+        found = proc_stat(self.pid)
+        if found is not None:
+            state, start = found
+            return state not in "ZX" and (self.start is None or start == self.start)
+        if Path("/proc/self/stat").exists():
+            return False  # /proc works and has no such process
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
+def proc_stat(pid: int) -> tuple[str, int] | None:
+    """(state, start time) of a process from /proc/<pid>/stat (fields 3 and 22; the start in
+    clock ticks after boot); None when there is no such process or no /proc."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # Field 2 is the command name in parentheses, which may itself hold spaces or parentheses.
+    fields = text[text.rindex(")") + 2 :].split()
+    return fields[0], int(fields[19])  # fields[0] is field 3
+
+
+def pid_namespace() -> int | None:
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return None
+
+
+def remove_stale_directories(parent: Path | None = None) -> list[Path]:
+    """Remove the metrics directories in `parent` (the temp directory) left by supervisors that
+    are gone (see the module's docstring for which); the ones removed."""
+    parent = Path(tempfile.gettempdir()) if parent is None else parent
+    uid = os.getuid()
+    removed = []
+    try:
+        entries = list(os.scandir(parent))
+    except OSError as exc:
+        log.warning("cannot look for stale metrics directories in %s: %s", parent, exc)
+        return []
+    for entry in entries:
+        owner = Owner.from_name(entry.name)
+        if owner is None:
+            continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue  # removed meanwhile
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != uid or owner.may_be_running():
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+        if not os.path.lexists(entry.path):
+            log.info("removed %s: its supervisor (pid %d) is gone", entry.path, owner.pid)
+            removed.append(Path(entry.path))
+        else:
+            log.warning("cannot remove the stale metrics directory %s", entry.path)
+    return removed
+
+
 @contextmanager
 def shared_metrics_directory() -> Iterator[Path]:
-    """A new, empty directory only this user can read, for the workers' metric files; removed
-    with whatever is in it when the supervisor exits."""
-    directory = Path(tempfile.mkdtemp(prefix="pulsar-lookup-gateway-metrics-"))
+    """A new, empty directory only this user can read (0700), for the workers' metric files,
+    named after this process; removed with whatever is in it when the supervisor exits. Those
+    that supervisors killed earlier left behind are removed first."""
+    remove_stale_directories()
+    directory = Path(tempfile.mkdtemp(prefix=Owner.current().prefix()))
     try:
         yield directory
     finally:

@@ -1,4 +1,6 @@
-"""`run --workers N` when its supervisor is killed with SIGKILL: the workers stop with it."""
+"""`run --workers N` when its supervisor is killed with SIGKILL: the workers stop with it, and
+the metrics directory it could not remove is removed by the next supervisor to start (but never
+the directory of a supervisor still running)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import os
 import re
 import signal
 import socket
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,6 +20,7 @@ from kazoo.client import KazooClient
 from pulsar_lookup_gateway.metadata_store.admin import seed
 from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper, free_port
 from tests.deploy.gateways import GatewayProcess, demo_nodes
+from tests.processes import DEMO
 from tests.reliability.test_workers import STARTED, lookup
 
 PREFIX = "pulsar-lookup-gateway-metrics-"
@@ -139,3 +143,38 @@ def test_workers_stop_when_the_supervisor_is_killed(
             assert len(STOPPING.findall(gateway.text())) == 2, gateway.text()
         finally:
             workers.kill()
+
+
+def test_the_next_supervisor_removes_what_a_killed_one_left(tmp_path: Path) -> None:
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch)}
+    metadata = f"file:{DEMO}"
+    configs = [two_socket_config(tmp_path / f"{n}.conf", metadata)[0] for n in range(3)]
+
+    # A supervisor killed with SIGKILL cannot remove its directory.
+    with supervisor(configs[0], tmp_path / "killed.log", env) as killed:
+        (left,) = scratch.glob(METRICS_DIR)
+        kill_supervisor(killed).kill()
+    assert left.is_dir()
+    # Named the way a supervisor names its directory: one for a supervisor still running (this
+    # process stands in for it), one for a process whose pid was reused since (same pid, another
+    # start time).
+    found = proc_stat(os.getpid())
+    assert found is not None
+    pid, start, namespace = os.getpid(), found[1], pid_namespace()
+    running = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{pid}-{start}-{namespace}-", dir=scratch))
+    reused = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{pid}-{start + 1}-{namespace}-", dir=scratch))
+
+    with supervisor(configs[1], tmp_path / "second.log", env) as second:
+        assert not left.exists(), "the killed supervisor's directory is still there"
+        assert not reused.exists(), "a directory whose owner's pid was reused is still there"
+        assert running.is_dir()
+        (own,) = set(scratch.glob(METRICS_DIR)) - {running}
+        # A third supervisor keeps the second's directory.
+        with supervisor(configs[2], tmp_path / "third.log", env) as third:
+            assert own.is_dir() and running.is_dir()
+            assert len(set(scratch.glob(METRICS_DIR))) == 3
+            assert third.stop() == 0
+        assert second.stop() == 0, second.text()
+    assert set(scratch.glob(METRICS_DIR)) == {running}
