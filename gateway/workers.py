@@ -113,7 +113,10 @@ class Owner:
     @classmethod
     def current(cls) -> Owner:
         pid = os.getpid()
-        found = proc_stat(pid)
+        try:
+            found = proc_stat(pid)
+        except (OSError, ValueError):
+            found = None
         return cls(pid, found[1] if found else None, pid_namespace())
 
     @classmethod
@@ -140,7 +143,10 @@ class Owner:
         """False only when this owner is certainly gone; True when it runs or cannot be told."""
         if self.pid_namespace is not None and self.pid_namespace != pid_namespace():
             return True  # its pid means another process here
-        found = proc_stat(self.pid)
+        try:
+            found = proc_stat(self.pid)
+        except (OSError, ValueError):
+            return True  # there but unreadable: keep rather than guess
         if found is not None:
             state, start = found
             return state not in "ZX" and (self.start is None or start == self.start)
@@ -157,13 +163,16 @@ class Owner:
 
 def proc_stat(pid: int) -> tuple[str, int] | None:
     """(state, start time) of a process from /proc/<pid>/stat (fields 3 and 22; the start in
-    clock ticks after boot); None when there is no such process or no /proc."""
+    clock ticks after boot); None when there is no such process or no /proc. OSError or
+    ValueError when the file is there but cannot be read or parsed."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+    except (FileNotFoundError, ProcessLookupError):  # ESRCH: the process exited while read
         return None
     # Field 2 is the command name in parentheses, which may itself hold spaces or parentheses.
     fields = text[text.rindex(")") + 2 :].split()
+    if len(fields) < 20:
+        raise ValueError(f"/proc/{pid}/stat: {len(fields) + 2} fields")
     return fields[0], int(fields[19])  # fields[0] is field 3
 
 
