@@ -157,6 +157,7 @@ class Gateway:
             authenticator=self.authenticator,
             super_users=self.config.super_user_roles,
             trusted_proxies=self.config.trusted_proxies(),
+            forwarded_headers=self.config.trusted_forwarded_headers,
             broker_link=self.broker_link,
         )
         return HttpServer(

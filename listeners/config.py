@@ -51,6 +51,7 @@ from pulsar_lookup_gateway.listeners.endpoints import (
     parse_advertised_listeners,
     parse_bind_addresses,
 )
+from pulsar_lookup_gateway.listeners.forwarded import HEADERS as FORWARDED_HEADERS
 from pulsar_lookup_gateway.listeners.listener_settings import (
     LISTENER_PREFIX,
     CommaList,
@@ -145,6 +146,10 @@ class GatewayConfig(BaseModel):
     listener_settings: dict[str, ListenerSettings] = Field(default_factory=dict)
     # Load balancers whose PROXY headers and X-Forwarded-For / Forwarded headers are believed.
     trusted_proxy_cidrs: CommaList = Field((), validate_default=True)
+    # Which of those headers are read from them, in order of preference (the first one a
+    # request carries; the others are ignored). Name only the header the proxies write: one
+    # they pass through untouched is the client's own. Blank: none (PROXY headers only).
+    trusted_forwarded_headers: CommaList = FORWARDED_HEADERS
     bind_addresses: tuple[BindAddress, ...] = Field((), validate_default=True)
 
     max_concurrent_lookup_request: int = Field(50_000, ge=1)
@@ -264,6 +269,27 @@ class GatewayConfig(BaseModel):
         if problems:
             raise ValueError("\n".join(problems))
         return value
+
+    @field_validator("trusted_forwarded_headers")
+    @classmethod
+    def _forwarded_headers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        """Each entry a header the gateway reads (case ignored, written as in HEADERS), once."""
+        known = {name.lower(): name for name in FORWARDED_HEADERS}
+        names: list[str] = []
+        problems = []
+        for entry in value:
+            name = known.get(entry.lower())
+            if name is None:
+                problems.append(
+                    f"'{entry}' is not a header the gateway reads ({', '.join(FORWARDED_HEADERS)})"
+                )
+            elif name in names:
+                problems.append(f"'{entry}' is listed twice")
+            else:
+                names.append(name)
+        if problems:
+            raise ValueError("\n".join(problems))
+        return tuple(names)
 
     @model_validator(mode="after")
     def _keys_together(self, info: ValidationInfo) -> GatewayConfig:

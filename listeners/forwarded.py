@@ -5,24 +5,45 @@ trusted proxy, and then from the right: each trusted proxy appends the address i
 from, so the right-most address that is not itself a trusted proxy is the client. An entry
 that is not an address (`unknown`, an obfuscated `_name`, junk) ends the walk: what lies left
 of it was written by someone nobody vouches for. No I/O; work is linear in the header size.
+
+Which of the two headers is read is the operator's choice (`trustedForwardedHeaders`): a proxy
+writes one of them and passes the other on as the client wrote it, so believing the one the
+proxy does not write hands the choice of listener to the client.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from pulsar_lookup_gateway.lookup.networks import Address, NetworkTable, parse_address
 
+FORWARDED = "Forwarded"
+X_FORWARDED_FOR = "X-Forwarded-For"
+#: The headers the gateway can read, in its default order of preference.
+HEADERS = (FORWARDED, X_FORWARDED_FOR)
+
 
 def forwarded_for(
-    forwarded: Iterable[str], x_forwarded_for: Iterable[str], trusted: NetworkTable[bool]
+    forwarded: Iterable[str],
+    x_forwarded_for: Iterable[str],
+    trusted: NetworkTable[bool],
+    believed: Sequence[str] = HEADERS,
 ) -> Address | None:
-    """The client address the headers give (`Forwarded` wins when both are present), or None
-    when they give none that can be believed. The caller has checked that the connection
-    itself comes from a trusted proxy."""
-    hops = _forwarded_hops(forwarded) if forwarded else None
-    if hops is None:
-        hops = [hop.strip() for line in x_forwarded_for for hop in line.split(",")]
+    """The client address the headers give, or None when they give none that can be
+    believed. Only the headers named in `believed` (of HEADERS) are read, and of those the
+    first the request carries: the two are never mixed. The caller has checked that the
+    connection itself comes from a trusted proxy."""
+    for name in believed:
+        if name == FORWARDED:
+            hops = _forwarded_hops(forwarded)
+        elif name == X_FORWARDED_FOR:
+            hops = [hop.strip() for line in x_forwarded_for for hop in line.split(",")] or None
+        else:
+            continue
+        if hops is not None:
+            break
+    else:
+        return None
     found: Address | None = None
     for hop in reversed(hops):
         address = _address(hop)
