@@ -72,8 +72,10 @@ from pulsar_lookup_gateway.listeners.protocol.codec import (
 )
 from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import CommandGetTopicsOfNamespace
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure, NodeNotLoaded
+from pulsar_lookup_gateway.lookup.log_throttle import LogThrottle
 from pulsar_lookup_gateway.lookup.model import BrokerData
 from pulsar_lookup_gateway.lookup.service import LookupService
+from pulsar_lookup_gateway.lookup.untrusted import printable
 from pulsar_lookup_gateway.lookup.view import BrokerRegistry
 
 __all__ = [
@@ -137,6 +139,9 @@ class LinkSettings:
         return context
 
 
+_UNAVAILABLE_LOG = LogThrottle(log, logging.WARNING, burst=20)
+
+
 def _token_bytes(parameters: str) -> bytes:
     """The token of the token plugin's parameters (`token:<jwt>`, `file:///path`, or bare);
     a file is read each time, so a rotated token is used by the next connection."""
@@ -145,8 +150,17 @@ def _token_bytes(parameters: str) -> bytes:
     return parameters.removeprefix("token:").strip().encode()
 
 
-def _unavailable(message: str) -> LookupFailure:
-    return LookupFailure(FailureKind.BROKER_UNAVAILABLE, message)
+def _unavailable(message: str, detail: str | None = None) -> LookupFailure:
+    """A broker could not answer: `message` for the client, without the broker's (internal)
+    address; `detail`, naming it, for the log (here, throttled: a broker that is down fails
+    every request sent its way)."""
+    if detail is not None:
+        _UNAVAILABLE_LOG.event("a request to a broker failed: %s (%s)", message, detail)
+    return LookupFailure(FailureKind.BROKER_UNAVAILABLE, message, detail)
+
+
+def _lost(url: str, reason: str) -> LookupFailure:
+    return _unavailable("the connection to the broker was lost; retry", f"{url}: {reason}")
 
 
 def required(link: BrokerLink | None) -> BrokerLink:
@@ -240,7 +254,7 @@ class BrokerLink:
             except LookupFailure as failure:
                 if failure.kind is not FailureKind.BROKER_UNAVAILABLE:
                     raise  # the pool is full: no broker's fault
-                self._failed(url, failure.message)
+                self._failed(url, failure.detail or failure.message)
                 last = failure
                 if attempts >= CONNECT_ATTEMPTS:
                     break
@@ -306,7 +320,7 @@ class BrokerLink:
             connection = await self._connection(url, key_principal)
         except LookupFailure as failure:
             if failure.kind is FailureKind.BROKER_UNAVAILABLE:
-                self._failed(url, failure.message)
+                self._failed(url, failure.detail or failure.message)
             raise
         return await self._counted(url, connection, build)
 
@@ -424,13 +438,18 @@ class BrokerLink:
         parts = urlsplit(url)
         host, port = parts.hostname, parts.port
         if host is None or port is None:
-            raise _unavailable(f"broker URL {url} has no host and port")
+            raise _unavailable(
+                "a broker's registration is unusable; retry later", f"{url}: no host and port"
+            )
         token = None
         if self.settings.token is not None:
             try:
                 token = await asyncio.to_thread(_token_bytes, self.settings.token)
             except OSError as exc:
-                raise _unavailable(f"cannot read the broker client token: {exc.strerror}") from None
+                raise _unavailable(
+                    "the gateway cannot authenticate to the brokers; retry later",
+                    f"cannot read the broker client token: {exc.strerror}",
+                ) from None
         connection = _BrokerConnection(url, token, self.settings)
         loop = asyncio.get_running_loop()
         try:
@@ -449,7 +468,9 @@ class BrokerLink:
         except (OSError, TimeoutError, ssl.SSLError) as exc:
             connection.close()
             reason = "timed out" if isinstance(exc, TimeoutError) else str(exc) or repr(exc)
-            raise _unavailable(f"cannot connect to broker {url}: {reason}") from None
+            raise _unavailable(
+                "cannot reach the broker; retry later", f"cannot connect to {url}: {reason}"
+            ) from None
         except BaseException:
             connection.close()
             raise
@@ -499,7 +520,7 @@ class _BrokerConnection(asyncio.Protocol):
 
     async def request(self, build: Callable[[int], bytes], timeout: float) -> BaseCommand:
         if not self.usable:
-            raise _unavailable(f"the connection to broker {self.url} is closed")
+            raise _unavailable("the connection to the broker is closed; retry", self.url)
         request_id = next(self._ids)
         answer: asyncio.Future[BaseCommand] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = answer
@@ -507,7 +528,9 @@ class _BrokerConnection(asyncio.Protocol):
             self._write(build(request_id))
             return await asyncio.wait_for(answer, timeout)
         except TimeoutError:
-            raise _unavailable(f"broker {self.url} did not answer within {timeout:g}s") from None
+            raise _unavailable(
+                f"the broker did not answer within {timeout:g}s; retry", self.url
+            ) from None
         finally:
             self._pending.pop(request_id, None)
 
@@ -561,7 +584,10 @@ class _BrokerConnection(asyncio.Protocol):
             )
         elif kind == BaseCommand.ERROR and not self.connected.done():
             self.connected.set_exception(
-                _unavailable(f"broker {self.url} refused the connection: {command.error.message}")
+                _unavailable(
+                    "the broker refused the gateway's connection; retry later",
+                    f"{self.url}: {printable(command.error.message)}",
+                )
             )
             self.close()
         else:
@@ -581,11 +607,11 @@ class _BrokerConnection(asyncio.Protocol):
 
     def _fail_all(self, reason: str) -> None:
         if not self.connected.done():
-            self.connected.set_exception(_unavailable(f"broker {self.url}: {reason}"))
+            self.connected.set_exception(_lost(self.url, reason))
         # Nobody may wait on `connected` any more: keep asyncio from logging it as unretrieved.
         if self.connected.done() and not self.connected.cancelled():
             self.connected.exception()
         pending, self._pending = self._pending, {}
         for answer in pending.values():
             if not answer.done():
-                answer.set_exception(_unavailable(f"broker {self.url}: {reason}"))
+                answer.set_exception(_lost(self.url, reason))

@@ -111,13 +111,20 @@ _WIRE: dict[FailureKind, tuple[ServerError, bool]] = {
 }
 
 
+# Broker registrations (lookup.model's BROKERS_ROOT), whose node names are broker ids.
+_BROKER_NODES = "/loadbalance/brokers/"
+
+
 class LookupFailure(Exception):
     """A lookup that cannot be answered with an address."""
 
-    def __init__(self, kind: FailureKind, message: str) -> None:
+    def __init__(self, kind: FailureKind, message: str, detail: str | None = None) -> None:
+        """`message` goes to the client: it never names an internal address, a broker id or
+        a znode of a broker; `detail`, for the gateway's log only, may (operators need it)."""
         super().__init__(message)
         self.kind = kind
         self.message = message
+        self.detail = detail
         self.logged = False  # the lookup service wrote its log line already
 
     @property
@@ -141,7 +148,16 @@ class MalformedNode(LookupFailure):
     """A znode whose content does not have Pulsar's shape. Names the path."""
 
     def __init__(self, path: str, reason: str) -> None:
-        super().__init__(FailureKind.METADATA_MALFORMED, f"malformed metadata at {path}: {reason}")
+        # A broker's registration is named by its internal address: told to the log only.
+        full = f"malformed metadata at {path}: {reason}"
+        if path.startswith(_BROKER_NODES):
+            super().__init__(
+                FailureKind.METADATA_MALFORMED,
+                "malformed broker registration in the metadata",
+                full,
+            )
+        else:
+            super().__init__(FailureKind.METADATA_MALFORMED, full)
         self.path = path
 
 

@@ -289,8 +289,9 @@ def broker_endpoints(
         advertised = ", ".join(sorted(broker.protocols)) or "none"
         raise LookupFailure(
             FailureKind.PROTOCOL_NOT_ADVERTISED,
-            f"broker {broker_id} does not advertise protocol '{printable(protocol)}'; "
-            f"the protocols it advertises: {advertised}",
+            f"the topic's owner does not advertise protocol '{printable(protocol)}'; "
+            f"the protocols it advertises: {printable(advertised)}",
+            f"owner {broker_id}",
         )
     name, raw = found
     data = parse_protocol_data(raw)
@@ -301,9 +302,9 @@ def broker_endpoints(
         shown = printable(raw, DATA_IN_MESSAGE)
         raise LookupFailure(
             FailureKind.NO_PROTOCOL_ENDPOINT,
-            f"broker {broker_id} advertises no {name} endpoint for listener "
-            f"'{printable(listener or '')}'; the listeners that have one: {having} "
-            f"(data: '{shown}')",
+            f"the topic's owner advertises no {printable(name)} endpoint for listener "
+            f"'{printable(listener or '')}'",
+            f"owner {broker_id}; the listeners that have one: {having} (data: '{shown}')",
         )
     return name, data, endpoints
 
@@ -328,16 +329,21 @@ class ProtocolAnswer:
     unparsed: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, object]:
-        return {
+        """The answer as the HTTP route gives it. The broker id and the raw data string (every
+        listener's endpoints) are internal names: only a client of the internal listener
+        gets them; any other sees its own listener's endpoints only."""
+        answer: dict[str, object] = {
             "topic": self.topic.full,
             "bundle": self.bundle.name,
-            "brokerId": self.broker_id,
             "protocol": self.protocol,
             "listener": self.listener.name,
             "listenerChosenBy": self.listener.source.value,
             "endpoints": [endpoint.to_json() for endpoint in self.endpoints],
-            "data": self.data,
         }
+        if self.listener.internal:
+            answer["brokerId"] = self.broker_id
+            answer["data"] = self.data
+        return answer
 
 
 _OWNER_ONLY = ListenerChoice(None, ChoiceSource.INTERNAL, True)

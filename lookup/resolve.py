@@ -282,11 +282,9 @@ def registered_owner(
         raise registry.invalid[broker_id]
     broker = registry.brokers.get(broker_id)
     if broker is None:
-        owner = f" ({broker_id})" if name_it else ""
-        raise LookupFailure(
-            FailureKind.OWNER_INACTIVE,
-            f"the owner of bundle {namespace}/{bundle.name}{owner} is not registered; retry",
-        )
+        message = f"the owner of bundle {namespace}/{bundle.name} is not registered; retry"
+        detail = f"owner {broker_id}" if name_it else None
+        raise LookupFailure(FailureKind.OWNER_INACTIVE, message, detail)
     return broker
 
 

@@ -210,7 +210,10 @@ class LookupService:
             if throttle is None:
                 throttle = LogThrottle(log, logging.INFO, burst=REFUSALS_LOGGED)
                 self._refusal_logs[(protocol, outcome)] = throttle
-            throttle.event(*_lookup_line(protocol, client, choice, topic, outcome, failure.message))
+            detail = failure.message
+            if failure.detail:  # (what the client was not told)
+                detail = f"{detail}; {failure.detail}"
+            throttle.event(*_lookup_line(protocol, client, choice, topic, outcome, detail))
 
     @property
     def cached_bytes(self) -> int:

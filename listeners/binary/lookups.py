@@ -89,8 +89,8 @@ class Lookups:
                 response=LookupType.Failed,
                 error=SERVICE_NOT_READY,
                 message=(
-                    f"the broker {answer.broker_id} advertises no pulsar:// or pulsar+ssl:// "
-                    f"URL for the {answer.listener.name} listener"
+                    "the topic's owner advertises no pulsar:// or pulsar+ssl:// URL for the "
+                    f"{answer.listener.name} listener"
                 ),
             )
         # (set only while the request is dispatched: an answer that comes later is not kept)

@@ -108,6 +108,10 @@ async def test_a_silent_broker_times_out_and_is_skipped(tmp_path: Path) -> None:
                 await link.topics_of_namespace("public/default", NP)
             assert failed.value.kind is FailureKind.BROKER_UNAVAILABLE
             assert "did not answer within 0.3s" in failed.value.message
+            # the broker's (internal) address goes to the log, never to the client
+            address = peer.url.removeprefix("pulsar://")
+            assert address not in failed.value.message
+            assert address in (failed.value.detail or "")
             assert link.broker_failed(peer.url)
 
 
@@ -145,6 +149,16 @@ async def test_a_broker_that_cannot_be_reached_is_skipped(tmp_path: Path) -> Non
             assert not link.broker_failed(live.url)
             assert link.connection_count == 1
         assert len(live.topics_seen("GET_TOPICS_OF_NAMESPACE")) == 4
+
+
+async def test_an_unreachable_broker_is_not_named_to_the_client(tmp_path: Path) -> None:
+    dead = f"pulsar://127.0.0.1:{free_port()}"
+    async with linked(tmp_path, nodes_for({"b1:8080": dead})) as link:
+        with pytest.raises(LookupFailure) as failed:
+            await link.topics_of_namespace("public/default", NP)
+    assert failed.value.kind is FailureKind.BROKER_UNAVAILABLE
+    assert failed.value.message == "cannot reach the broker; retry later"
+    assert dead in (failed.value.detail or "")
 
 
 async def test_no_broker(tmp_path: Path) -> None:

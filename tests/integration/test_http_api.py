@@ -677,7 +677,7 @@ FAILURES = [
     FailureCase(
         FailureKind.NO_PROTOCOL_ENDPOINT,
         f"{LOOKUP}/{OWNED_TOPIC}/protocol/kafka?listenerName=zone",
-        "no kafka endpoint for listener 'zone'; the listeners that have one: external",
+        "the topic's owner advertises no kafka endpoint for listener 'zone'",
         _with_protocols({"kafka": "external:SSL://b1.example.com:9093"}),
         status=404,
     ),

@@ -340,18 +340,23 @@ def test_a_protocol_the_owner_does_not_advertise_names_those_it_does() -> None:
     assert "protocols it advertises: none" in failed.value.message
 
 
-def test_no_endpoint_for_the_listener_names_the_listeners_that_have_one() -> None:
+def test_no_endpoint_for_the_listener_names_the_listeners_that_have_one_in_the_log() -> None:
+    """The client is told neither the owner nor the data string (internal addresses); the
+    failure's detail, which goes to the log only, names both."""
     view = ClusterView.from_snapshot(kop_cluster(kafka="internal:PLAINTEXT://10.0.0.{i}:9092"))
     with pytest.raises(LookupFailure) as failed:
         resolve_protocol(IN_FIRST, EXTERNAL, "kafka", view)
     assert failed.value.kind is FailureKind.NO_PROTOCOL_ENDPOINT
-    assert "for listener 'external'; the listeners that have one: internal" in (
-        failed.value.message
+    assert failed.value.message == (
+        "the topic's owner advertises no kafka endpoint for listener 'external'"
     )
+    assert "the listeners that have one: internal" in (failed.value.detail or "")
+    assert "10.0.0.1" in (failed.value.detail or "")
     view = ClusterView.from_snapshot(kop_cluster(grpc="null"))
     with pytest.raises(LookupFailure) as failed:
         resolve_protocol(IN_FIRST, EXTERNAL, "grpc", view)
-    assert "the listeners that have one: none (data: 'null')" in failed.value.message
+    assert "the listeners that have one: none (data: 'null')" in (failed.value.detail or "")
+    assert "null" not in failed.value.message
 
 
 def test_kop_named_listeners_match_the_brokers_listener_names() -> None:
