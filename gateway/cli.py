@@ -472,7 +472,7 @@ async def _protocol_lookup(
         TopicName.parse(topic), service.choose(explicit=listener), protocol
     )
     result: dict[str, Any] = {"response": "connect" if answer.owned else "unowned"}
-    result |= answer.to_json()
+    result |= answer.to_json(operator=True)
     if not answer.owned:
         result["message"] = (
             f"nobody owns bundle {answer.bundle.name}; a Pulsar client would be sent to "

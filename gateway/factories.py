@@ -54,6 +54,7 @@ def link_settings(config: GatewayConfig) -> LinkSettings:
         verify_hostname=config.tls_hostname_verification_enabled,
         token=token,
         forward_credentials=config.forward_authorization_credentials,
+        anonymous_role=config.anonymous_user_role,
         internal_listener=config.internal_listener_name,
     )
 

@@ -124,6 +124,9 @@ class LinkSettings:
     verify_hostname: bool = False
     token: str | None = None  # brokerClientAuthenticationParameters of the token plugin
     forward_credentials: bool = False
+    # anonymousUserRole: the original principal of a forwarded request whose client proved no
+    # role (None: such requests are refused where the gateway has an identity of its own).
+    anonymous_role: str | None = None
     internal_listener: str | None = None
     request_timeout: float = FORWARD_TIMEOUT
     connect_timeout: float = CONNECT_TIMEOUT
@@ -326,8 +329,23 @@ class BrokerLink:
 
     def _pool_key(self, principal: Principal) -> Principal:
         """Who a pooled connection is for: the client's role, and its credentials only where
-        they are forwarded (connections differ by what they send the broker)."""
-        return principal if self.settings.forward_credentials else Principal(principal.role)
+        they are forwarded (connections differ by what they send the broker).
+
+        A client that proved no role is not sent as the gateway itself: where the gateway
+        authenticates to the brokers (its token), the broker would see the gateway's role
+        with no original principal, and either refuse it (Pulsar's brokers refuse a proxy
+        role acting for nobody) or grant the stranger the gateway's rights. Such a request
+        goes as `anonymousUserRole`, or is refused when that is not set."""
+        settings = self.settings
+        if principal.role is None and settings.token is not None:
+            if settings.anonymous_role is None:
+                raise LookupFailure(
+                    FailureKind.NOT_AUTHORIZED,
+                    "this request is forwarded to a broker, which needs the client's role: "
+                    "authenticate to the gateway",
+                )
+            return Principal(settings.anonymous_role)
+        return principal if settings.forward_credentials else Principal(principal.role)
 
     async def _counted(
         self, url: str, connection: _BrokerConnection, build: Callable[[int], bytes]
@@ -338,7 +356,7 @@ class BrokerLink:
         try:
             return await connection.request(build, self.settings.request_timeout)
         except LookupFailure as failure:
-            self._failed(url, failure.message)
+            self._failed(url, failure.detail or failure.message)
             raise
         finally:
             left = self._in_flight[url] - 1

@@ -177,6 +177,8 @@ class GatewayConfig(BaseModel):
     token_audience_claim: ClaimName = "aud"
     token_audience: OptionalText = None
     super_user_roles: CommaList = ()
+    # The role requests forwarded to a broker are made for when their client proved none.
+    anonymous_user_role: OptionalText = None
     authorization_enabled: bool = Field(False, validate_default=True)
 
     # Topic auto-creation (Pulsar's broker keys): what PARTITIONED_METADATA answers for a topic

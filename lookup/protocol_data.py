@@ -328,10 +328,10 @@ class ProtocolAnswer:
     data: str | None = None
     unparsed: tuple[str, ...] = ()
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self, *, operator: bool = False) -> dict[str, object]:
         """The answer as the HTTP route gives it. The broker id and the raw data string (every
-        listener's endpoints) are internal names: only a client of the internal listener
-        gets them; any other sees its own listener's endpoints only."""
+        listener's endpoints) are internal names: only a client of the internal listener (or
+        an `operator`, the CLI) gets them; any other sees its own listener's endpoints only."""
         answer: dict[str, object] = {
             "topic": self.topic.full,
             "bundle": self.bundle.name,
@@ -340,7 +340,7 @@ class ProtocolAnswer:
             "listenerChosenBy": self.listener.source.value,
             "endpoints": [endpoint.to_json() for endpoint in self.endpoints],
         }
-        if self.listener.internal:
+        if operator or self.listener.internal:
             answer["brokerId"] = self.broker_id
             answer["data"] = self.data
         return answer

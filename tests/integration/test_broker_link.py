@@ -176,19 +176,47 @@ async def test_credentials_and_original_principal(tmp_path: Path) -> None:
         async with linked(
             tmp_path, nodes, token=f"file://{token_file}", forward_credentials=False
         ) as link:
-            await link.schema("persistent://public/default/s")
             await link.schema("persistent://public/default/s", principal=Principal("alice"))
             await link.schema(
                 "persistent://public/default/s", principal=Principal("alice", "token", "jwt")
             )
-            assert link.connection_count == 2  # anonymous, alice (credentials not forwarded)
-        first, second = peer.connects
-        for connect in (first, second):
-            assert (connect.auth_method_name, connect.auth_data) == ("token", TOKEN.encode())
-            assert connect.feature_flags.supports_get_partitioned_metadata_without_auto_creation
-        assert not first.HasField("original_principal")
-        assert second.original_principal == "alice"
-        assert not second.HasField("original_auth_data")
+            assert link.connection_count == 1  # alice (credentials not forwarded)
+        (first,) = peer.connects
+        assert (first.auth_method_name, first.auth_data) == ("token", TOKEN.encode())
+        assert first.feature_flags.supports_get_partitioned_metadata_without_auto_creation
+        assert first.original_principal == "alice"
+        assert not first.HasField("original_auth_data")
+
+
+async def test_an_anonymous_client_never_borrows_the_gateways_identity(tmp_path: Path) -> None:
+    """Confused deputy: where the gateway authenticates to the brokers, a client that proved
+    no role is refused (no anonymousUserRole), or sent as anonymousUserRole; never as the
+    gateway with an empty original principal."""
+    async with BrokerPeer() as peer:
+        nodes = nodes_for({"b1:8080": peer.url})
+        async with linked(tmp_path, nodes, token=f"token:{TOKEN}") as link:
+            with pytest.raises(LookupFailure) as refused:
+                await link.schema("persistent://public/default/s")
+            assert refused.value.kind is FailureKind.NOT_AUTHORIZED
+            with pytest.raises(LookupFailure):
+                await link.topics_of_namespace("public/default", NP)
+            with pytest.raises(LookupFailure):
+                await link.lookup("persistent://public/default/s", None)
+        assert peer.connects == []  # nothing was sent
+        async with linked(
+            tmp_path, nodes, token=f"token:{TOKEN}", anonymous_role="anonymous"
+        ) as link:
+            await link.schema("persistent://public/default/s")
+        (connect,) = peer.connects
+        assert connect.auth_data == TOKEN.encode()
+        assert connect.original_principal == "anonymous"
+    # A gateway with no identity of its own lends none: anonymous stays anonymous.
+    async with BrokerPeer() as peer:
+        async with linked(tmp_path, nodes_for({"b1:8080": peer.url})) as link:
+            await link.schema("persistent://public/default/s")
+        (connect,) = peer.connects
+        assert not connect.HasField("auth_data")
+        assert not connect.HasField("original_principal")
 
 
 async def test_forwarded_credentials(tmp_path: Path) -> None:
