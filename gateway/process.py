@@ -156,6 +156,7 @@ class Gateway:
             listener_table=self.listener_table,
             authenticator=self.authenticator,
             super_users=self.config.super_user_roles,
+            authenticate_metrics=self.config.authenticate_metrics_endpoint,
             trusted_proxies=self.config.trusted_proxies(),
             forwarded_headers=self.config.trusted_forwarded_headers,
             broker_link=self.broker_link,

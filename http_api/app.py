@@ -11,8 +11,10 @@ client certificate an `https://` socket verified (its CN is the role); failures 
 `WWW-Authenticate: Bearer`. The role is authorized for the topic (403 when it may not look it
 up). `listenerName` and `X-Pulsar-ListenerName` are limited to the socket's
 `allowedListenerNames` (400 otherwise, without listing them). On such a socket the listener
-table is for `superUserRoles` only (403 for other roles), and `/ready` gives strangers a
-generic reason (the metadata store's address and chroot stay in the log).
+table and `/metrics` (`authenticateMetricsEndpoint`, default true) are for `superUserRoles`
+only (403 for other roles), a path or method no route has is 401 before it is 404 or 405 (as
+Pulsar's web service authenticates before routing), and `/ready` gives strangers a generic
+reason (the metadata store's address and chroot stay in the log).
 
 A 307 goes to the target broker's web URL *for the chosen listener*; when the target has none
 for it, the answer is 503 with `Retry-After` (never another listener's address).
@@ -109,18 +111,21 @@ def build_app(
     trusted_proxies: NetworkTable[bool] | None = None,
     forwarded_headers: Sequence[str] = HEADERS,
     broker_link: BrokerLink | None = None,
+    authenticate_metrics: bool = True,
 ) -> web.Application:
     """The application for one socket; `listener` is the listener that socket is tagged with.
     `authenticator`: who must authenticate, and how (None: nobody, any listener name);
     `super_users`: the roles that may read the listener table where authentication is on;
     `trusted_proxies`: peers whose X-Forwarded-For / Forwarded headers are believed;
-    `forwarded_headers`: which of the two, in order of preference (trustedForwardedHeaders)."""
+    `forwarded_headers`: which of the two, in order of preference (trustedForwardedHeaders);
+    `authenticate_metrics`: authenticateMetricsEndpoint."""
     routes = _Routes(
         service, listener, listener_table, authenticator or Authenticator(), super_users
     )
     routes.trusted_proxies = trusted_proxies or NetworkTable()
     routes.forwarded_headers = tuple(forwarded_headers)
     routes.broker_link = broker_link  # None: requests only a broker can answer fail (503)
+    routes.authenticate_metrics = authenticate_metrics
     routes.protocols = ProtocolLookups(service, broker_link)
     # No middleware: aiohttp adds a layer of its own to every request once there is one, and a
     # lookup is cheap enough for that to show. Topic routes answer their failures themselves
@@ -173,6 +178,7 @@ class _Routes:
         self.broker_link: BrokerLink | None = None
         self.protocols = ProtocolLookups(service, None)
         self.catch_all: web.AbstractResource | None = None
+        self.authenticate_metrics = True
 
     # -- Pulsar's REST routes -----------------------------------------------------------------
 
@@ -397,7 +403,7 @@ class _Routes:
         )
 
     async def metrics(self, request: web.Request) -> web.Response:
-        if (refused := self._authenticated(request)) is not None:
+        if self.authenticate_metrics and (refused := self._super_user(request, "/metrics")):
             return refused
         metrics = self.service.metrics
         if metrics.multiprocess:  # run --workers N: every worker's samples, from their files
@@ -410,13 +416,20 @@ class _Routes:
 
     async def listeners(self, request: web.Request) -> web.Response:
         # Every socket's address, listener and settings: a map of the network, for operators.
+        if (refused := self._super_user(request, "the listener table")) is not None:
+            return refused
+        return web.json_response(self.listener_table)
+
+    def _super_user(self, request: web.Request, what: str) -> web.Response | None:
+        """None if the request may read an operators' route (on a socket that requires
+        authentication: a role of superUserRoles), else its 401 or 403."""
         try:
             role = self._role(request)
         except LookupFailure as failure:
             return failure_response(failure)
-        if self.guard.required and role not in self.super_users:
-            return json_error(403, "the listener table is for super-users (superUserRoles)")
-        return web.json_response(self.listener_table)
+        if role is not None and role not in self.super_users:
+            return json_error(403, f"{what} is for super-users (superUserRoles)")
+        return None
 
     async def openapi(self, request: web.Request) -> web.Response:
         if (refused := self._authenticated(request)) is not None:
@@ -424,6 +437,10 @@ class _Routes:
         return web.json_response(OPENAPI)
 
     async def no_route(self, request: web.Request) -> web.Response:
+        # As Pulsar's web service: credentials are checked before routing, so a stranger
+        # cannot tell which paths and methods exist (a 405 would confirm a route).
+        if (refused := self._authenticated(request)) is not None:
+            return refused
         allowed: set[str] = set()
         for resource in request.app.router.resources():
             if resource is not self.catch_all:

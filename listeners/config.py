@@ -177,6 +177,8 @@ class GatewayConfig(BaseModel):
     token_audience_claim: ClaimName = "aud"
     token_audience: OptionalText = None
     super_user_roles: CommaList = ()
+    # /metrics on a socket requiring authentication: superUserRoles only (false: anyone).
+    authenticate_metrics_endpoint: bool = True
     # The role requests forwarded to a broker are made for when their client proved none.
     anonymous_user_role: OptionalText = None
     authorization_enabled: bool = Field(False, validate_default=True)

@@ -171,6 +171,60 @@ async def test_listener_table_is_for_super_users_where_authentication_is_on(
     assert (open_socket[0], json.loads(open_socket[2])) == (200, TABLE)
 
 
+async def send(
+    server: HttpServer, method: str, path: str, headers: dict[str, str] | None = None
+) -> int:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.request(method, URL(server.url + path, encoded=True), headers=headers) as reply,
+    ):
+        return reply.status
+
+
+async def test_operations_routes_authenticate_before_routing(tmp_path: Path) -> None:
+    """Security: on a socket that requires authentication, a stranger learns nothing of which
+    operations paths and methods exist (was: 404 for an unknown /admin/v2/gateway/ path, 405
+    for a known path with another method, before asking for credentials), and /metrics is
+    for super-users (was: any role); with authenticateMetricsEndpoint=false it is open."""
+    gateway_paths = (
+        ("GET", "/admin/v2/gateway/nope"),
+        ("GET", "/admin/v2/gateway/"),
+        ("POST", "/admin/v2/gateway/listeners"),
+        ("DELETE", "/metrics"),
+        ("PUT", "/admin/v2/anything"),
+    )
+    async with (
+        file_service(tmp_path, gateway_cluster()) as service,
+        serving(service, "external", auth=authenticator()) as external,
+        serving(service, "internal", auth=authenticator()) as internal,
+    ):
+        for method, path in gateway_paths:
+            assert await send(external, method, path) == 401, (method, path)
+            # once authenticated, the route is looked up as before
+            assert await send(external, method, path, bearer(ROOT)) in (404, 405)
+            assert await send(internal, method, path) in (404, 405)
+        assert await send(external, "GET", "/metrics") == 401
+        assert await send(external, "GET", "/metrics", bearer(STRANGER)) == 403
+        assert await send(external, "GET", "/metrics", bearer(ROOT)) == 200
+        assert await send(internal, "GET", "/metrics") == 200  # nobody authenticates there
+        assert await send(external, "GET", "/health") == 200  # the probes stay open
+        spec = SocketSpec(Endpoint(Scheme.HTTP, HOST, 0), "external", "open metrics socket")
+        app = build_app(
+            service,
+            listener="external",
+            listener_table=TABLE,
+            authenticator=authenticator(),
+            super_users={ROOT},
+            authenticate_metrics=False,
+        )
+        open_metrics = HttpServer(spec, app, None)
+        await open_metrics.start()
+        try:
+            assert await send(open_metrics, "GET", "/metrics") == 200
+        finally:
+            await open_metrics.stop(5)
+
+
 # -- item 9: /ready tells strangers nothing about the metadata store ---------------------------
 
 
