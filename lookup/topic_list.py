@@ -1,4 +1,4 @@
-"""Topic listing (GET_TOPICS_OF_NAMESPACE): the persistent topics of a namespace, as Pulsar's
+r"""Topic listing (GET_TOPICS_OF_NAMESPACE): the persistent topics of a namespace, as Pulsar's
 broker lists them, filtered by a client's pattern and summed up by Pulsar's list hash.
 
 The rules, as the broker applies them:
@@ -18,11 +18,29 @@ The rules, as the broker applies them:
   ``HashCode.toString()`` writes a 32-bit hash: the four bytes little-endian, in hex. When the
   client's ``topics_hash`` equals it, the answer has no topics and ``changed=false``.
 
-The gateway's own rule: a pattern that Python's backtracking ``re`` could match in more than
-linear time (a backreference or lookaround, more than one repetition of variable length, an
-alternation inside that repetition, or too many alternatives) is treated like an over-long one:
-answered unfiltered. The broker matches with RE2J, which has no such cases; the client filters
-an unfiltered list itself, so the subscription gets the same topics either way.
+Matching is RE2's (google-re2), as the broker's first choice RE2J: linear in the name, never
+backtracking; no client's pattern ever reaches Python's ``re``. Its options are RE2's defaults,
+which mean what RE2J's do: ``.`` is any code point but ``\n``; ``\w``, ``\d``, ``\s`` and ``\b``
+are ASCII; ``(?i)`` folds Unicode case; ``^`` and ``$`` are the ends of the name. A pattern is
+answered unfiltered (``filtered=false``, and the client filters the list itself, as Pulsar's
+clients do; the listing's ``refused`` says why) when
+
+- it is longer than the bound or names another scheme (the broker's rules, above);
+- RE2 refuses it: back-references, look-arounds, possessive repetition, Java-only syntax such as
+  ``\p{Lower}`` or ``\Z``, a repetition count over 1,000. The broker would try such a pattern
+  with the JDK's engine next; the client does the same on the unfiltered list;
+- it uses ``\C`` (one byte: RE2's own, refused by RE2J and the JDK);
+- its RE2 program is over ``MAX_PROGRAM_SIZE`` instructions (512), or compiling it needs more
+  than ``RE2_MAX_MEM`` bytes (RE2 refuses it then). RE2 is linear in the name, but when its DFA
+  cannot keep its states (``.*a.{20}`` on varied names) a byte costs up to ~3 ns per
+  instruction: the bound keeps the longest name (4 KiB) to ~6 ms;
+- filtering one listing, and hashing what it keeps, takes more than ``pattern_budget`` seconds
+  of the thread's CPU time (5 ms; the clock is read about every KiB of names). The refusal is
+  kept until the namespace's list changes, so a repeated request costs nothing.
+
+Otherwise the cost of a listing is linear in the bytes of its names (partitions of one topic,
+adjacent in the sorted list, are matched once). No pattern holds the event loop longer than its
+compile (under 2 ms, once while the pattern is kept), the budget and one name.
 
 Pure: reads the ClusterView only (NodeNotLoaded when it lacks the children list).
 """
@@ -30,29 +48,30 @@ Pure: reads the ClusterView only (NodeNotLoaded when it lacks the children list)
 from __future__ import annotations
 
 import functools
-import re
-import warnings
+import time
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
 from urllib.parse import unquote_plus
+
+import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
 
 from pulsar_lookup_gateway.lookup.errors import FailureKind, InvalidTopicName, LookupFailure
 from pulsar_lookup_gateway.lookup.topics import NamespaceName, TopicDomain, TopicName
 from pulsar_lookup_gateway.lookup.untrusted import printable
 from pulsar_lookup_gateway.lookup.view import ClusterView
 
-with warnings.catch_warnings():  # deprecated as a public name, still the parser `re` uses
-    warnings.simplefilter("ignore", DeprecationWarning)
-    import sre_constants as _sre
-    import sre_parse
-
 __all__ = [
+    "DEFAULT_PATTERN_BUDGET",
     "DEFAULT_PATTERN_MAX_LENGTH",
     "MANAGED_LEDGERS_ROOT",
+    "MAX_PROGRAM_SIZE",
+    "RE2_MAX_MEM",
+    "PatternRefused",
     "TopicLister",
     "TopicListing",
+    "TopicsPattern",
     "compile_topics_pattern",
     "crc32c",
     "is_system_topic",
@@ -65,9 +84,18 @@ __all__ = [
 MANAGED_LEDGERS_ROOT = "/managed-ledgers"
 #: Pulsar's subscriptionPatternMaxLength default.
 DEFAULT_PATTERN_MAX_LENGTH = 50
-#: Product of the alternatives' counts above which a pattern is not evaluated (each alternative
-#: can make the matcher try the rest of the pattern again).
-MAX_ALTERNATIVES = 64
+#: Instructions of a pattern's RE2 program above which it is answered unfiltered. A match costs
+#: up to ~3 ns per instruction per byte of the name when RE2's DFA cannot keep its states
+#: (measured): at most ~1.5 us per byte here, ~6 ms for the longest name (4 KiB).
+MAX_PROGRAM_SIZE = 512
+#: RE2's memory for one pattern (program and DFA cache; RE2's default is 8 MiB). It bounds the
+#: compile (~1 ms for the largest program it allows) and the cache below: the 256 patterns kept
+#: here and the 128 google-re2 keeps itself.
+RE2_MAX_MEM = 256 * 1024
+#: CPU seconds the filtering of one listing may take before it is answered unfiltered.
+DEFAULT_PATTERN_BUDGET = 0.005
+#: Bytes of names matched or hashed between two readings of the clock (a reading costs ~0.5 us).
+_CLOCK_EVERY = 1024
 
 _EVENT_TOPICS = frozenset(
     {
@@ -180,76 +208,99 @@ def _remove_domain_scheme(pattern: str) -> str | None:
     return None
 
 
+class _Regexp(Protocol):
+    """The part of google-re2's compiled pattern used here."""
+
+    @property
+    def programsize(self) -> int: ...
+
+    def fullmatch(self, text: bytes) -> object | None: ...
+
+
+def _re2_options() -> object:
+    options = re2.Options()
+    options.log_errors = False  # a client's pattern is not the gateway's error
+    options.never_capture = True  # no submatches to find: a whole match is the DFA's alone
+    options.max_mem = RE2_MAX_MEM
+    return options
+
+
+_OPTIONS = _re2_options()
+
+
+@dataclass(frozen=True, slots=True)
+class TopicsPattern:
+    """A client's pattern as RE2 compiled it, its scheme removed."""
+
+    regex: str
+    program_size: int
+    _compiled: _Regexp = field(repr=False, compare=False)
+
+    def fullmatch(self, name: str) -> bool:
+        """Whether `name` matches as a whole (Java's ``matches()``)."""
+        return self._compiled.fullmatch(name.encode("utf-8", "surrogatepass")) is not None
+
+    def fullmatch_utf8(self, name: bytes) -> bool:
+        """The same for a name in UTF-8."""
+        return self._compiled.fullmatch(name) is not None
+
+
+@dataclass(frozen=True, slots=True)
+class PatternRefused:
+    """Why a pattern is not applied: the list is answered unfiltered."""
+
+    reason: str
+
+
+def _has_byte_escape(regex: str) -> bool:
+    """Whether `regex` uses ``\\C``. Conservative: a ``\\C`` between ``\\Q`` and ``\\E``
+    (a literal there) counts too, and only costs an unfiltered answer."""
+    escaped = False
+    for char in regex:
+        if escaped:
+            if char == "C":
+                return True
+            escaped = False
+        elif char == "\\":
+            escaped = True
+    return False
+
+
 @functools.lru_cache(maxsize=256)
-def compile_topics_pattern(pattern: str, max_length: int) -> re.Pattern[str] | None:
-    """The compiled pattern (without its domain scheme), or None when the broker's rule or the
-    gateway's linear-time rule says the list is answered unfiltered."""
+def compile_topics_pattern(pattern: str, max_length: int) -> TopicsPattern | PatternRefused:
+    """The pattern compiled by RE2 (without its domain scheme), or why the list is answered
+    unfiltered (the module's rules). Kept for the last 256 (pattern, bound) pairs, refusals
+    too; each pattern is at most `max_length` characters."""
     if len(pattern) > max_length:
-        return None
+        return PatternRefused(f"longer than {max_length} characters")
     regex = _remove_domain_scheme(pattern)
     if regex is None:
-        return None
+        return PatternRefused("a scheme other than persistent:// or non-persistent://")
+    if _has_byte_escape(regex):
+        return PatternRefused("\\C (one byte) is RE2's own")
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = sre_parse.parse(regex)
-            compiled = re.compile(regex)
-    except (re.error, RecursionError, OverflowError, ValueError):
-        return None
-    if not _linear(tree):
-        return None
-    return compiled
+        compiled: _Regexp = re2.compile(regex, _OPTIONS)
+    except re2.error as error:
+        reason = error.args[0] if error.args else ""
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", "replace")
+        return PatternRefused(f"RE2 refuses it: {printable(str(reason))}")
+    except UnicodeEncodeError:  # a lone surrogate: no UTF-8 for RE2
+        return PatternRefused("not Unicode text")
+    size = compiled.programsize
+    if size > MAX_PROGRAM_SIZE:
+        return PatternRefused(f"an RE2 program of {size} instructions (over {MAX_PROGRAM_SIZE})")
+    return TopicsPattern(regex, size, compiled)
 
 
-_REPEATS = {_sre.MAX_REPEAT, _sre.MIN_REPEAT, _sre.POSSESSIVE_REPEAT}
-_REFUSED = {_sre.GROUPREF, _sre.GROUPREF_EXISTS, _sre.ASSERT, _sre.ASSERT_NOT}
-
-
-def _linear(tree: sre_parse.SubPattern) -> bool:
-    """At most one repetition of variable length, with no alternation inside it; no
-    backreference or lookaround; a bounded product of alternatives. Then a backtracking match
-    of a name of length n costs O(n) times a constant of the pattern."""
-    variable = 0
-    alternatives = 1
-
-    def walk(items: Sequence[tuple[object, Any]], inside_variable: bool) -> bool:
-        nonlocal variable, alternatives
-        for op, av in items:
-            if op in _REFUSED:
-                return False
-            nested: list[tuple[Sequence[tuple[object, Any]], bool]] = []
-            if op in _REPEATS:
-                low, high, body = av
-                if low != high:
-                    variable += 1
-                    if variable > 1:
-                        return False
-                nested.append((body.data, inside_variable or low != high))
-            elif op is _sre.BRANCH:
-                if inside_variable:
-                    return False
-                alternatives *= len(av[1])
-                if alternatives > MAX_ALTERNATIVES:
-                    return False
-                nested.extend((branch.data, inside_variable) for branch in av[1])
-            elif op is _sre.SUBPATTERN:
-                nested.append((av[-1].data, inside_variable))
-            elif op is _sre.ATOMIC_GROUP:
-                nested.append((av.data, inside_variable))
-            if not all(walk(data, inside) for data, inside in nested):
-                return False
-        return True
-
-    return walk(tree.data, False)
-
-
-def _matches(pattern: re.Pattern[str], topic: str) -> bool:
-    """Java's TopicList.filterTopics: the partitioned topic's name without its scheme."""
+def _match_key(topic: str) -> bytes:
+    """What Java's TopicList.filterTopics matches: the partitioned topic's name without its
+    scheme, here in UTF-8 (RE2's text)."""
     name = topic
     index = name.rfind("-partition-")
     if index > 0 and name[index + len("-partition-") :].isdigit():
         name = name[:index]
-    return pattern.fullmatch(name.partition("://")[2]) is not None
+    return name.partition("://")[2].encode("utf-8", "surrogatepass")
 
 
 # --- answers ------------------------------------------------------------------------------------
@@ -257,12 +308,14 @@ def _matches(pattern: re.Pattern[str], topic: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class TopicListing:
-    """What GET_TOPICS_OF_NAMESPACE answers."""
+    """What GET_TOPICS_OF_NAMESPACE answers. `refused`: why a client's pattern did not filter
+    the list (None when it did, or when there was none)."""
 
     topics: tuple[str, ...]
     filtered: bool
     topics_hash: str
     changed: bool
+    refused: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,12 +323,15 @@ class _Listed:
     names: tuple[str, ...]  # the children list it was built from
     topics: tuple[str, ...]
     topics_hash: str
+    refused: str | None = None  # a filtering over budget: `topics` are the whole list
 
 
 class TopicLister:
     """Answers topic listings from a view, keeping the last list (and its hash) per namespace
     and per pattern: a list is rebuilt only when its children list changed. Bounded: at most
-    `max_entries` namespaces and as many (namespace, pattern) pairs."""
+    `max_entries` namespaces and as many (namespace, pattern) pairs. A pattern's filtering may
+    take `pattern_budget` seconds of `clock` (the thread's CPU time), then the list is answered
+    unfiltered."""
 
     def __init__(
         self,
@@ -283,10 +339,14 @@ class TopicLister:
         pattern_max_length: int = DEFAULT_PATTERN_MAX_LENGTH,
         evaluate_patterns: bool = True,
         max_entries: int = 1024,
+        pattern_budget: float = DEFAULT_PATTERN_BUDGET,
+        clock: Callable[[], float] = time.thread_time,
     ) -> None:
         self.pattern_max_length = pattern_max_length
         self.evaluate_patterns = evaluate_patterns
         self.max_entries = max_entries
+        self.pattern_budget = pattern_budget
+        self.clock = clock
         self._lists: OrderedDict[NamespaceName, _Listed] = OrderedDict()
         self._filtered: OrderedDict[tuple[NamespaceName, str], _Listed] = OrderedDict()
 
@@ -304,15 +364,22 @@ class TopicLister:
             listed = _Listed((), (), topics_hash(()))
         else:
             listed = self._list(view, namespace)
-        filtered = False
-        if pattern is not None and self.evaluate_patterns:
-            compiled = compile_topics_pattern(pattern, self.pattern_max_length)
-            if compiled is not None:
-                filtered = True
+        refused: str | None = None
+        if pattern is not None:
+            compiled = (
+                compile_topics_pattern(pattern, self.pattern_max_length)
+                if self.evaluate_patterns
+                else PatternRefused("broker-side pattern evaluation is off")
+            )
+            if isinstance(compiled, PatternRefused):
+                refused = compiled.reason
+            else:
                 listed = self._filter(namespace, pattern, compiled, listed)
+                refused = listed.refused
+        filtered = pattern is not None and refused is None
         if client_hash is not None and client_hash == listed.topics_hash:
-            return TopicListing((), filtered, listed.topics_hash, False)
-        return TopicListing(listed.topics, filtered, listed.topics_hash, True)
+            return TopicListing((), filtered, listed.topics_hash, False, refused)
+        return TopicListing(listed.topics, filtered, listed.topics_hash, True, refused)
 
     def _list(self, view: ClusterView, namespace: NamespaceName) -> _Listed:
         names = tuple(view.children(persistent_topics_path(namespace)))
@@ -326,17 +393,54 @@ class TopicLister:
         return listed
 
     def _filter(
-        self, namespace: NamespaceName, pattern: str, compiled: re.Pattern[str], listed: _Listed
+        self, namespace: NamespaceName, pattern: str, compiled: TopicsPattern, listed: _Listed
     ) -> _Listed:
+        """The topics `compiled` matches, kept until the list changes; over the budget, the
+        whole list with the reason (kept as long)."""
         key = (namespace, pattern)
         cached = self._filtered.get(key)
         if cached is not None and cached.names is listed.topics:
             self._filtered.move_to_end(key)
             return cached
-        topics = tuple(t for t in listed.topics if _matches(compiled, t))
-        result = _Listed(listed.topics, topics, topics_hash(topics))
+        matching = self._matching(compiled, listed.topics)
+        if matching is None:
+            reason = f"filtering took over {self.pattern_budget * 1000:g} ms of CPU time"
+            result = _Listed(listed.topics, listed.topics, listed.topics_hash, reason)
+        else:
+            result = _Listed(listed.topics, *matching)
         _remember(self._filtered, key, result, self.max_entries)
         return result
+
+    def _matching(
+        self, compiled: TopicsPattern, topics: tuple[str, ...]
+    ) -> tuple[tuple[str, ...], str] | None:
+        """The topics (sorted) whose names `compiled` matches and their hash, or None once
+        that has taken more than the budget. Linear in the names' bytes: RE2 reads each byte
+        a bounded number of times, a run of one topic's partitions is matched once, the hash
+        (pure Python, ~65 ns a byte) is summed as names are kept, and the clock is read
+        whenever `_CLOCK_EVERY` bytes were matched or hashed since the last reading."""
+        clock = self.clock
+        deadline = clock() + self.pattern_budget
+        kept: list[str] = []
+        crc = 0  # CRC-32C of the kept names joined by ',' (topics_hash, sorted already)
+        last_key: bytes | None = None
+        last_matched = False
+        unclocked = 0
+        for topic in topics:
+            if unclocked >= _CLOCK_EVERY:
+                if clock() > deadline:
+                    return None
+                unclocked = 0
+            key = _match_key(topic)
+            if key != last_key:
+                last_key, last_matched = key, compiled.fullmatch_utf8(key)
+                unclocked += len(key)
+            if last_matched:
+                data = topic.encode()
+                crc = crc32c(b"," + data if kept else data, crc)
+                unclocked += len(data)
+                kept.append(topic)
+        return tuple(kept), crc.to_bytes(4, "little").hex()
 
 
 def _remember(cache: OrderedDict[_K, _Listed], key: _K, value: _Listed, limit: int) -> None:

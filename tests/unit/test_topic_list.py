@@ -8,7 +8,10 @@ from hypothesis import strategies as st
 
 from pulsar_lookup_gateway.lookup.errors import NodeNotLoaded
 from pulsar_lookup_gateway.lookup.topic_list import (
+    MAX_PROGRAM_SIZE,
+    PatternRefused,
     TopicLister,
+    TopicsPattern,
     compile_topics_pattern,
     crc32c,
     is_system_topic,
@@ -74,32 +77,104 @@ def test_persistent_topics_are_decoded_sorted_and_without_system_topics() -> Non
     ]
 
 
+def compiled(pattern: str, max_length: int = 50) -> TopicsPattern:
+    result = compile_topics_pattern(pattern, max_length)
+    assert isinstance(result, TopicsPattern), result
+    return result
+
+
+def refusal(pattern: str, max_length: int = 50) -> str:
+    result = compile_topics_pattern(pattern, max_length)
+    assert isinstance(result, PatternRefused), result
+    return result.reason
+
+
 @pytest.mark.parametrize(
-    ("pattern", "filters"),
+    "pattern",
     [
-        ("persistent://public/default/foo-.*", True),
-        ("public/default/foo-.*", True),
-        ("^persistent://public/default/foo-[0-9]+$", True),
-        ("non-persistent://public/default/x.*", True),
-        ("public/default/(orders|payments)-.*", True),
-        ("public/default/" + "x" * 36, False),  # 51 characters: longer than 50
-        ("public/default/(a+)+b", False),  # nested repetition: exponential backtracking
-        ("public/default/.*-in-.*", False),  # two variable repetitions: quadratic
-        ("public/default/(a|ab)*c", False),  # alternation inside a repetition
-        ("public/default/(a)\\1", False),  # backreference
-        ("public/default/(?=a).*", False),  # lookaround
-        ("public/default/[", False),  # not a regular expression
-        ("http://public/default/x", False),  # a scheme that is not a topic domain
+        "persistent://public/default/foo-.*",
+        "public/default/foo-.*",
+        "^persistent://public/default/foo-[0-9]+$",
+        "non-persistent://public/default/x.*",
+        "public/default/(orders|payments)-.*",
+        # Exponential or polynomial for a backtracking engine, linear for RE2: all filter.
+        "public/default/(a+)+b",
+        "public/default/.*-in-.*",
+        "public/default/(a|ab)*c",
+        "(.|.){40}x",
+        "(.*a){20}",
+        "(?i)public/default/\\w+-\\d{1,8}",
+        "public/default/\\\\C",  # an escaped backslash, then a C
     ],
 )
-def test_which_patterns_filter(pattern: str, filters: bool) -> None:
-    assert (compile_topics_pattern(pattern, 50) is not None) is filters
+def test_patterns_re2_compiles_filter(pattern: str) -> None:
+    assert compiled(pattern).program_size <= MAX_PROGRAM_SIZE
+
+
+@pytest.mark.parametrize(
+    ("pattern", "reason"),
+    [
+        ("public/default/" + "x" * 36, "longer than 50 characters"),
+        ("http://public/default/x", "a scheme other than persistent:// or non-persistent://"),
+        ("public/default/(a)\\1", "RE2 refuses it: invalid escape sequence: \\1"),
+        ("public/default/(?=a).*", "RE2 refuses it: invalid perl operator: (?="),
+        ("public/default/(?<!a)b", "RE2 refuses it: invalid perl operator: (?<!"),
+        ("public/default/a*+", "RE2 refuses it: bad repetition operator: *+"),
+        ("public/default/\\p{Lower}+", "RE2 refuses it: invalid character class range: \\p{Lower}"),
+        ("public/default/x\\Z", "RE2 refuses it: invalid escape sequence: \\Z"),
+        ("public/default/[", "RE2 refuses it: missing ]: ["),
+        ("public/default/a{1001}", "RE2 refuses it: invalid repetition size: {1001}"),
+        ("public/default/\\C+", "\\C (one byte) is RE2's own"),
+        ("public/default/\\pL+", "an RE2 program of 1216 instructions (over 512)"),
+        ("((.?){99}){10}", "an RE2 program of 8914 instructions (over 512)"),
+        ("\\pL{1000}", "RE2 refuses it: pattern too large - compile failed"),
+        ("public/default/\ud800", "not Unicode text"),
+    ],
+)
+def test_what_re2_refuses_is_answered_unfiltered_with_a_reason(pattern: str, reason: str) -> None:
+    assert refusal(pattern) == reason
+    listing = TopicLister().listing(view_with("a", "b"), NS, pattern)
+    assert (listing.filtered, listing.refused) == (False, reason)
+    assert listing.topics == ("persistent://public/default/a", "persistent://public/default/b")
+
+
+def test_a_refusal_echoes_the_client_text_printable() -> None:
+    assert (
+        refusal("public/default/(?P<\n") == "RE2 refuses it: invalid named capture group: (?P<\\n"
+    )
 
 
 def test_pattern_length_bound_is_the_setting() -> None:
     pattern = "public/default/" + "x" * 36
-    assert compile_topics_pattern(pattern, 51) is not None
-    assert compile_topics_pattern("public/default/x", 0) is None
+    assert compiled(pattern, 51).regex == pattern
+    assert refusal("public/default/x", 0) == "longer than 0 characters"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "name", "matches"),
+    [
+        # RE2's defaults mean what RE2J's (the broker's first engine) do.
+        (".", "\u00e9", True),  # any code point, one at a time
+        (".", "\U0001f600", True),
+        (".", "\n", False),
+        ("\\w", "\u00e9", False),  # \w, \d, \s, \b are ASCII
+        ("\\d", "\u0663", False),
+        ("\\s", "\u00a0", False),
+        ("a\\b.", "a\u00e9", True),
+        ("(?i)k", "\u212a", True),  # (?i) folds Unicode case (the Kelvin sign)
+        ("(?i)STRASSE", "strasse", True),
+        ("\\p{Greek}+", "\u03b1\u03b2\u03b3", True),
+        ("[[:alpha:]]+", "abc", True),
+        ("a$", "a\n", False),  # $ is the end of the name, not before a last newline
+        ("a", "ab", False),  # the whole name (Java's matches())
+        ("b", "ab", False),
+        ("\\Qa.b\\E", "a.b", True),
+        ("\\Qa.b\\E", "axb", False),
+        ("x.y", "x\udc80y", True),  # a lone surrogate is one code point, as in Java
+    ],
+)
+def test_match_semantics(pattern: str, name: str, matches: bool) -> None:
+    assert compiled(pattern).fullmatch(name) is matches
 
 
 def test_listing_filters_on_the_partitioned_name_without_scheme() -> None:
@@ -115,19 +190,28 @@ def test_listing_filters_on_the_partitioned_name_without_scheme() -> None:
     assert listing.topics_hash == topics_hash(listing.topics)
 
 
-def test_listing_without_pattern_or_with_an_unsafe_one_is_whole() -> None:
+def test_listing_without_pattern_or_with_a_refused_one_is_whole() -> None:
     view = view_with("a", "b")
     lister = TopicLister()
-    for pattern in (None, "public/default/(a+)+$"):
+    for pattern in (None, "public/default/(a)\\1"):
         listing = lister.listing(view, NS, pattern)
         assert not listing.filtered
         assert listing.topics == ("persistent://public/default/a", "persistent://public/default/b")
         assert listing.topics_hash == topics_hash(listing.topics)
+    assert lister.listing(view, NS).refused is None
+
+
+def test_a_pattern_backtracking_would_run_away_on_filters() -> None:
+    view = view_with("aaaaaaaaaaaaaaaaaaaaaaaaaaaaab", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaa!", "b")
+    listing = TopicLister().listing(view, NS, "public/default/(a+)+b")
+    assert (listing.filtered, listing.refused) == (True, None)
+    assert listing.topics == ("persistent://public/default/aaaaaaaaaaaaaaaaaaaaaaaaaaaaab",)
 
 
 def test_broker_side_evaluation_off_never_filters() -> None:
     listing = TopicLister(evaluate_patterns=False).listing(view_with("a"), NS, "public/.*")
     assert not listing.filtered and listing.topics == ("persistent://public/default/a",)
+    assert listing.refused == "broker-side pattern evaluation is off"
 
 
 def test_an_unchanged_hash_answers_no_topics() -> None:
@@ -174,11 +258,69 @@ def test_caches_are_bounded() -> None:
     assert len(lister._filtered) == 3
 
 
+class StepClock:
+    """A clock that moves `step` seconds at each reading, and counts its readings."""
+
+    def __init__(self, step: float) -> None:
+        self.step = step
+        self.now = 0.0
+        self.readings = 0
+
+    def __call__(self) -> float:
+        self.readings += 1
+        self.now += self.step
+        return self.now
+
+
+def test_filtering_over_its_budget_answers_the_whole_list_until_it_changes() -> None:
+    names = [f"t{n:04d}-" + "a" * 40 for n in range(100)]  # ~5.7 KB of names to match
+    view = ClusterView(complete=False)
+    view.set_children("/admin/policies", ["public"])
+    view.set_children("/admin/policies/public", ["default"])
+    view.put_json("/admin/policies/public/default", {})
+    view.set_children(LEDGERS, names)
+    clock = StepClock(0.004)
+    lister = TopicLister(pattern_budget=0.01, clock=clock)
+    listing = lister.listing(view, NS, "public/default/t00.*")
+    assert not listing.filtered and len(listing.topics) == 100
+    assert listing.refused == "filtering took over 10 ms of CPU time"
+    assert listing.topics_hash == topics_hash(listing.topics)
+    # Read at the start, then after each KiB matched: over the budget at the third KiB.
+    assert clock.readings == 4
+    # Kept: the same request costs no matching, nor a reading of the clock.
+    again = lister.listing(view, NS, "public/default/t00.*", listing.topics_hash)
+    assert (again.changed, again.filtered, clock.readings) == (False, False, 4)
+    # A changed list is matched again; with time to spare, it is filtered.
+    view.set_children(LEDGERS, names[:10])
+    clock.step = 0.0
+    listing = lister.listing(view, NS, "public/default/t00.*")
+    assert listing.filtered and len(listing.topics) == 10 and listing.refused is None
+
+
+def test_a_short_list_never_reads_the_clock_after_the_start() -> None:
+    clock = StepClock(1.0)  # every reading is over any budget
+    listing = TopicLister(clock=clock).listing(view_with("a", "b"), NS, "public/default/a")
+    assert listing.filtered and listing.topics == ("persistent://public/default/a",)
+    assert clock.readings == 1
+
+
+def test_the_partitions_of_a_topic_are_matched_as_one_name() -> None:
+    partitions = [f"orders-partition-{n}" for n in range(2000)]  # ~50 KB of names
+    view = view_with(*partitions, "other-partition-0")
+    clock = StepClock(1.0)
+    listing = TopicLister(clock=clock).listing(view, NS, "public/default/other")
+    assert listing.filtered and listing.topics == ("persistent://public/default/other-partition-0",)
+    assert clock.readings == 1  # two names matched, one hashed: under a KiB
+
+
 @given(st.text(max_size=50))
 def test_any_short_pattern_compiles_or_is_refused(pattern: str) -> None:
     """Whatever a client sends, the check never raises; an accepted pattern is matched against
     a long name that does not match (a backtracking engine's worst case), which a catastrophic
     pattern would turn into a hang (the test's timeout)."""
-    compiled = compile_topics_pattern(pattern, 50)
-    if compiled is not None:
-        compiled.fullmatch("public/default/" + "a" * 300 + "!")
+    result = compile_topics_pattern(pattern, 50)
+    if isinstance(result, TopicsPattern):
+        assert result.program_size <= MAX_PROGRAM_SIZE
+        result.fullmatch("public/default/" + "a" * 300 + "!")
+    else:
+        assert result.reason
