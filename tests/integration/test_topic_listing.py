@@ -149,6 +149,35 @@ async def test_persistent_topics_with_pattern_and_hash(tmp_path: Path) -> None:
     assert missing == 404
 
 
+async def test_a_backtracking_bomb_is_filtered_while_the_gateway_stays_live(
+    tmp_path: Path,
+) -> None:
+    """`(.|.){40}x` would take a backtracking engine hours on a 55-character name (and the
+    gateway's loop with it); RE2 filters it at once, and another connection and /health are
+    answered. A pattern RE2 refuses (a back-reference) is answered unfiltered."""
+    nodes = nodes_with()
+    for local in ("a" * 40, "a" * 25 + "x", "a" * 60 + "x"):
+        nodes[f"{LEDGERS}/{local}"] = {}
+    async with gateway(tmp_path, nodes) as (binary, http):
+        raw, _ = await connected(binary)
+        other, _ = await connected(binary)
+        async with raw, other:
+            raw.send(
+                codec.get_topics_of_namespace("public/default", 1, topics_pattern="(.|.){40}x")
+            )
+            other.send(codec.partitioned_metadata("persistent://public/default/payments", 2))
+            bomb = (await raw.expect()).getTopicsOfNamespaceResponse
+            metadata = (await other.expect()).partitionMetadataResponse
+            raw.send(codec.get_topics_of_namespace("public/default", 3, topics_pattern="(a)\\1"))
+            refused = (await raw.expect()).getTopicsOfNamespaceResponse
+        health, _ = await http_get(http, "/health")
+    assert (bomb.request_id, bomb.filtered) == (1, True)
+    assert list(bomb.topics) == ["persistent://public/default/" + "a" * 25 + "x"]
+    assert (metadata.request_id, metadata.partitions, metadata.HasField("error")) == (2, 0, False)
+    assert health == 200
+    assert (refused.request_id, refused.filtered, len(refused.topics)) == (3, False, 6)
+
+
 async def test_non_persistent_topics_and_schemas_come_from_a_broker(tmp_path: Path) -> None:
     async with BrokerPeer(name="broker") as peer:
         peer.topics["public/default"] = ["non-persistent://public/default/np"]
