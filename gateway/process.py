@@ -19,6 +19,7 @@ from pulsar_lookup_gateway.http_api.app import build_app
 from pulsar_lookup_gateway.http_api.server import HttpServer
 from pulsar_lookup_gateway.listeners.auth import Authenticator
 from pulsar_lookup_gateway.listeners.binary import BinaryServer
+from pulsar_lookup_gateway.listeners.binary.reply_budget import ReplyBudget
 from pulsar_lookup_gateway.listeners.broker_link import BrokerLink
 from pulsar_lookup_gateway.listeners.config import GatewayConfig
 from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
@@ -85,6 +86,8 @@ class Gateway:
             ),
         )
         self.broker_link = BrokerLink(self.service, factories.link_settings(config))
+        # Unread answers held for binary clients: bounded per connection and in all.
+        self.reply_budget = ReplyBudget()
         self._metrics_refresh: asyncio.Task[None] | None = None
         self.servers: list[tuple[SocketSpec, Server]] = []
         # Authentication: providers and keys are loaded by start().
@@ -149,6 +152,7 @@ class Gateway:
                 ssl_context=context,
                 authenticator=self.authenticator,
                 broker_link=self.broker_link,
+                reply_budget=self.reply_budget,
             )
         app = build_app(
             self.service,

@@ -7,6 +7,8 @@ the client's request id."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import cast
 
 from pulsar_lookup_gateway.listeners.binary.replies import (
@@ -26,9 +28,15 @@ from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import (
     Schema,
 )
 from pulsar_lookup_gateway.lookup.auto_creation import Partitions, TopicNotFound, topic_not_found
+from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
 from pulsar_lookup_gateway.lookup.service import LookupService
 from pulsar_lookup_gateway.lookup.topic_list import TopicListing
 from pulsar_lookup_gateway.lookup.topics import TopicName
+
+#: Requests of one connection waiting on a broker at once; beyond, TooManyRequests at once.
+#: (A broker's answer can be megabytes: what a connection has in flight is what it can make
+#: the gateway hold; the reply budget bounds what it has not read.)
+MAX_FORWARDED_PER_CONNECTION = 64
 
 
 class _BrokerBacked:
@@ -38,6 +46,22 @@ class _BrokerBacked:
 
     def _link(self) -> BrokerLink:
         return required(self._broker_link)
+
+
+@contextlib.contextmanager
+def _forwarding(session: Session) -> Iterator[None]:
+    """Count a request of `session` waiting on a broker, within its connection's limit."""
+    if session.forwarded >= MAX_FORWARDED_PER_CONNECTION:
+        raise LookupFailure(
+            FailureKind.TOO_MANY_REQUESTS,
+            f"{MAX_FORWARDED_PER_CONNECTION} requests of this connection are waiting on the "
+            "brokers; retry later",
+        )
+    session.forwarded += 1
+    try:
+        yield
+    finally:
+        session.forwarded -= 1
 
 
 class PartitionedMetadata(_BrokerBacked):
@@ -64,9 +88,10 @@ class PartitionedMetadata(_BrokerBacked):
         name = TopicName.parse(topic)
         if isinstance(decision, TopicNotFound):
             return partitions_failed(request_id, topic_not_found(name))
-        answer = await self._link().partitioned_metadata(
-            name.full, auto_creation=decision.auto_creation, principal=session.principal
-        )
+        with _forwarding(session):
+            answer = await self._link().partitioned_metadata(
+                name.full, auto_creation=decision.auto_creation, principal=session.principal
+            )
         if isinstance(answer, BrokerRefusal):
             return codec.partitioned_metadata_response(
                 request_id, error=_error(answer), message=answer.message
@@ -96,13 +121,14 @@ class TopicsOfNamespace(_BrokerBacked):
             )
         else:
             namespace = await self._service.namespace_access(body.namespace, role=session.role)
-            listing = await self._link().topics_of_namespace(
-                str(namespace),
-                body.mode,
-                topics_pattern=pattern,
-                topics_hash=client_hash,
-                principal=session.principal,
-            )
+            with _forwarding(session):
+                listing = await self._link().topics_of_namespace(
+                    str(namespace),
+                    body.mode,
+                    topics_pattern=pattern,
+                    topics_hash=client_hash,
+                    principal=session.principal,
+                )
         if isinstance(listing, BrokerRefusal):
             return codec.error(body.request_id, _error(listing), listing.message)
         return codec.get_topics_of_namespace_response(
@@ -126,7 +152,8 @@ class Schemas(_BrokerBacked):
         if session.role is not None:
             await self._service.authorize(topic, session.role)
         version = body.schema_version if body.HasField("schema_version") else None
-        answer = await self._link().schema(topic.full, version, principal=session.principal)
+        with _forwarding(session):
+            answer = await self._link().schema(topic.full, version, principal=session.principal)
         if isinstance(answer, BrokerRefusal):
             return codec.get_schema_response(
                 body.request_id, error=_error(answer), message=answer.message

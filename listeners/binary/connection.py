@@ -16,6 +16,7 @@ from pulsar_lookup_gateway.listeners.binary.replies import (
     UNKNOWN_ERROR,
     not_supported,
 )
+from pulsar_lookup_gateway.listeners.binary.reply_budget import ReplyBudget
 from pulsar_lookup_gateway.listeners.binary.requests import RequestRunner
 from pulsar_lookup_gateway.listeners.binary.session import Memo, Session
 from pulsar_lookup_gateway.listeners.binary.settings import PRE_CONNECT_MAX_FRAME, BinarySettings
@@ -30,8 +31,10 @@ from pulsar_lookup_gateway.listeners.protocol.codec import (
     UnknownCommand,
 )
 from pulsar_lookup_gateway.listeners.routing import Route
+from pulsar_lookup_gateway.lookup.log_throttle import LogThrottle
 
 log = logging.getLogger(__package__)
+_BUDGET_LOG = LogThrottle(log, logging.WARNING)  # connections closed for unread answers
 
 AWAITING_CONNECT = ConnectionState.AWAITING_CONNECT
 AUTHENTICATING = ConnectionState.AUTHENTICATING
@@ -45,6 +48,7 @@ class Host(Protocol):
 
     handlers: Handlers
     settings: BinarySettings
+    reply_budget: ReplyBudget
 
     @property
     def url(self) -> str: ...
@@ -67,6 +71,7 @@ class Connection(asyncio.Protocol):
         self._server = server
         self._handlers = server.handlers
         self._settings = server.settings
+        self._budget = server.reply_budget
         self._origin = origin
         self.session: Session | None = None  # made when the connection is
         self._decoder = FrameDecoder(min(server.settings.max_frame_size, PRE_CONNECT_MAX_FRAME))
@@ -169,6 +174,7 @@ class Connection(asyncio.Protocol):
         if self._handshake_timer is not None:
             self._handshake_timer.cancel()
         self.runner.cancel()
+        self._budget.drained(self)
         self._server.forget(self)
         if not self.lost.done():
             self.lost.set_result(None)
@@ -180,6 +186,7 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._flow.write_paused = False
+        self._budget.drained(self)
         self._update_reading()
 
     # -- control (server) ----------------------------------------------------------------
@@ -282,8 +289,17 @@ class Connection(asyncio.Protocol):
     # -- writing and flow control ----------------------------------------------------------
 
     def _send(self, frames: list[bytes]) -> None:
-        if frames and self._transport is not None and not self._transport.is_closing():
-            self._transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
+        transport = self._transport
+        if not frames or transport is None or transport.is_closing():
+            return
+        data = frames[0] if len(frames) == 1 else b"".join(frames)
+        refused = self._budget.refusal(self, transport.get_write_buffer_size() + len(data))
+        if refused is not None:
+            self._server.count_refused("reply-budget")
+            _BUDGET_LOG.event("closing connection from %s: %s", self.peer, refused)
+            self.abort()
+            return
+        transport.write(data)
 
     def _update_reading(self) -> None:
         want = not (self._flow.write_paused or self._flow.stopped or self.runner.busy)

@@ -18,6 +18,7 @@ from pulsar_lookup_gateway.listeners.binary.connection import Connection
 from pulsar_lookup_gateway.listeners.binary.handlers import Handlers
 from pulsar_lookup_gateway.listeners.binary.handshake import Handshake
 from pulsar_lookup_gateway.listeners.binary.lookups import Lookups
+from pulsar_lookup_gateway.listeners.binary.reply_budget import ReplyBudget
 from pulsar_lookup_gateway.listeners.binary.settings import BinarySettings
 from pulsar_lookup_gateway.listeners.broker_link import BrokerLink
 from pulsar_lookup_gateway.listeners.client_origin import ClientOrigin
@@ -52,9 +53,12 @@ class BinaryServer(BoundSocket):
         ssl_context: ssl.SSLContext | None = None,
         authenticator: Authenticator | None = None,
         broker_link: BrokerLink | None = None,
+        reply_budget: ReplyBudget | None = None,
     ) -> None:
         """`authenticator`: who must authenticate, and how (None: nobody, any listener name);
-        `broker_link`: where requests only a broker can answer go (None: they fail)."""
+        `broker_link`: where requests only a broker can answer go (None: they fail);
+        `reply_budget`: the bound on unread answers, shared by the gateway's binary sockets
+        (None: one of this socket's own)."""
         if not spec.endpoint.scheme.is_binary:
             raise ValueError(f"{spec.origin}: {spec.endpoint.url} is not a pulsar:// address")
         if spec.tls and ssl_context is None:
@@ -71,6 +75,7 @@ class BinaryServer(BoundSocket):
         self._per_address: dict[str, int] = {}  # open connections by client address
         self.proxy_refusals: dict[str, int] = {}  # connections closed for their PROXY header
         self.refused = LogThrottle(log, logging.WARNING)  # a flood must not flood the log
+        self.reply_budget = reply_budget or ReplyBudget()
         self._stopping = False
         guard = (authenticator or Authenticator()).for_listener(spec.listener)
         self.router = Router(service, guard)

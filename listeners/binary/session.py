@@ -29,6 +29,7 @@ class Session:
     # The key of the LOOKUP being answered right now, when its answer may be memoised (set
     # only while a request is dispatched: an answer that comes later is not memoised).
     memo_key: bytes | None = None
+    forwarded: int = 0  # requests of this connection waiting on a broker
 
     @property
     def choice(self) -> ListenerChoice:

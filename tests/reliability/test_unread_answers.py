@@ -1,0 +1,110 @@
+"""Memory amplification through forwarded answers (security): clients pipeline GET_SCHEMA for
+a topic whose schema is a megabyte and never read. The gateway runs as a child process (its
+memory is its own, whatever else ran in this one); the test peer plays the broker.
+
+Before the fix, every answer was queued for the client: two such clients with 150 requests
+each made the gateway hold ~300 MB of unread answers. Now each connection has at most 64
+requests waiting on a broker (the rest TooManyRequests), its unread answers are bounded (16
+MiB, then it is closed), and a client that reads is served all along."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from pathlib import Path
+
+import pytest
+
+from pulsar_lookup_gateway.listeners.protocol import codec
+from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import BaseCommand, Schema
+from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
+from pulsar_lookup_gateway.metadata_store.synthetic import cluster
+from tests.broker_peer import BrokerPeer, RawClient
+from tests.processes import Running
+
+TOPIC = "persistent://public/default/big-schema"
+SCHEMA_BYTES = 1024 * 1024
+REQUESTS = 150  # per non-reading client
+ATTACKERS = 2
+MIB = 1024 * 1024
+# The gateway's peak memory may grow by this much for the whole attack (its bounds: 2 x 16 MiB
+# of unread answers, plus the answers in flight; measured ~20 MiB); with the in-flight limit
+# alone it grew ~124 MiB, with neither ~300 MiB.
+GROWTH_BOUND = 64 * MIB
+
+
+def peak_rss(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+async def open_non_reader(port: int) -> tuple[socket.socket, RawClient]:
+    """A connection whose receive buffer is small, CONNECTED, then never read again."""
+    raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    raw.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(raw, ("127.0.0.1", port))
+    reader, writer = await asyncio.open_connection(sock=raw)
+    client = RawClient(reader, writer)
+    await client.handshake()
+    return raw, client
+
+
+@pytest.mark.timeout(120)
+async def test_unread_forwarded_answers_are_bounded(tmp_path: Path) -> None:
+    async with BrokerPeer(name="broker") as peer:
+        peer.schemas[TOPIC] = codec.schema(
+            "public/default/big-schema", Schema.STRING, b"x" * SCHEMA_BYTES, {}
+        )
+        nodes = cluster(brokers=1, owned={})
+        nodes["/loadbalance/brokers/b1:8080"]["advertisedListeners"]["internal"][
+            "brokerServiceUrl"
+        ] = peer.url
+        write_snapshot(tmp_path / "cluster.json", nodes)
+        conf = tmp_path / "gateway.conf"
+        conf.write_text(
+            f"metadataStoreUrl=file:{tmp_path / 'cluster.json'}\n"
+            "advertisedListeners=internal:pulsar://127.0.0.1:6650\n"
+            "bindAddresses=internal:pulsar://127.0.0.1:0\n"
+            "internalListenerName=internal\n"
+            "brokerServicePort=\nwebServicePort=\n"
+            "keepAliveIntervalSeconds=0\n"
+        )
+        gateway = Running("run", "--config", str(conf), sockets=1)
+        try:
+            port = int(gateway.urls[("pulsar", "internal")].rsplit(":", 1)[1])
+            pid = gateway.process.pid
+            # a reading client first: the schema comes through whole
+            async with await RawClient.open("127.0.0.1", port) as reader:
+                await reader.handshake()
+                reader.send(codec.get_schema(TOPIC, 1))
+                first = await reader.expect(timeout=30)
+                assert len(first.getSchemaResponse.schema.schema_data) == SCHEMA_BYTES
+                before = peak_rss(pid)
+                attackers = [await open_non_reader(port) for _ in range(ATTACKERS)]
+                for _, client in attackers:
+                    client.send(b"".join(codec.get_schema(TOPIC, n) for n in range(REQUESTS)))
+                # the broker is asked at most 64 times per connection (the rest are refused)
+                await peer.wait_for(
+                    lambda p: p.topics_seen("GET_SCHEMA").count(TOPIC) >= 1 + 64 * ATTACKERS,
+                    60,
+                )
+                await asyncio.sleep(1.0)  # let the answers arrive and be weighed
+                # meanwhile, the reading client is served
+                reader.send(codec.get_schema(TOPIC, 2))
+                second = await reader.expect(timeout=30)
+                assert second.type == BaseCommand.GET_SCHEMA_RESPONSE
+                assert len(second.getSchemaResponse.schema.schema_data) == SCHEMA_BYTES
+                grown = peak_rss(pid) - before
+                asked = peer.topics_seen("GET_SCHEMA").count(TOPIC)
+                print(f"\nbroker asked {asked} times; gateway peak RSS grew {grown / MIB:.0f} MiB")
+                assert asked <= 2 + 64 * ATTACKERS
+                assert grown < GROWTH_BOUND
+                for raw, client in attackers:
+                    raw.close()
+                    del client
+        finally:
+            gateway.stop()
