@@ -297,6 +297,28 @@ def test_filtering_over_its_budget_answers_the_whole_list_until_it_changes() -> 
     assert listing.filtered and len(listing.topics) == 10 and listing.refused is None
 
 
+def test_the_hash_of_what_a_pattern_keeps_is_within_the_budget() -> None:
+    """Matching the 100 names reads the clock 6 times; hashing the 50 kept, 4 more. When every
+    topic matches, the whole list's hash is the answer's and nothing is hashed."""
+    view = view_with(*(f"t{n:04d}-" + "a" * 40 for n in range(100)))
+    clock = StepClock(1.0)
+    half = TopicLister(pattern_budget=5.5, clock=clock).listing(
+        view, NS, "public/default/t00[0-4].*"
+    )
+    assert (half.filtered, clock.readings) == (False, 7)
+    assert half.refused == "filtering took over 5500 ms of CPU time"
+    clock = StepClock(1.0)
+    whole = TopicLister(pattern_budget=5.5, clock=clock).listing(view, NS, "public/default/t00.*")
+    assert (whole.filtered, clock.readings, len(whole.topics)) == (True, 6, 100)
+    assert whole.topics_hash == topics_hash(whole.topics)
+    clock = StepClock(1.0)
+    half = TopicLister(pattern_budget=9.5, clock=clock).listing(
+        view, NS, "public/default/t00[0-4].*"
+    )
+    assert (half.filtered, clock.readings, len(half.topics)) == (True, 10, 50)
+    assert half.topics_hash == topics_hash(half.topics)
+
+
 def test_a_short_list_never_reads_the_clock_after_the_start() -> None:
     clock = StepClock(1.0)  # every reading is over any budget
     listing = TopicLister(clock=clock).listing(view_with("a", "b"), NS, "public/default/a")
