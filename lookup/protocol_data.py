@@ -330,8 +330,10 @@ class ProtocolAnswer:
 
     def to_json(self, *, operator: bool = False) -> dict[str, object]:
         """The answer as the HTTP route gives it. The broker id and the raw data string (every
-        listener's endpoints) are internal names: only a client of the internal listener (or
-        an `operator`, the CLI) gets them; any other sees its own listener's endpoints only."""
+        listener's endpoints) are internal names: only a client the internal listener was
+        chosen for by its place (its socket, network or server name), or an `operator` (the
+        CLI), gets them; any other, one that merely names the internal listener included,
+        sees its own listener's endpoints only."""
         answer: dict[str, object] = {
             "topic": self.topic.full,
             "bundle": self.bundle.name,
@@ -340,7 +342,9 @@ class ProtocolAnswer:
             "listenerChosenBy": self.listener.source.value,
             "endpoints": [endpoint.to_json() for endpoint in self.endpoints],
         }
-        if operator or self.listener.internal:
+        chosen = self.listener
+        named = chosen.source is ChoiceSource.EXPLICIT or chosen.source is ChoiceSource.HEADER
+        if operator or (chosen.internal and not named):
             answer["brokerId"] = self.broker_id
             answer["data"] = self.data
         return answer

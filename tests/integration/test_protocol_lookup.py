@@ -137,6 +137,12 @@ async def test_endpoints_per_listener_and_the_404s(
             ],
             "data": KAFKA.format(i=1),
         }  # fmt: skip
+        # Naming the internal listener does not make a client internal: no broker id, no data
+        # string (which holds every listener's endpoints).
+        internal = "?listenerName=internal"
+        status, _, body = await ask(gw, session, OWNED, "kafka", query=internal)
+        assert status == 200 and urls(body) == ["PLAINTEXT://10.0.0.1:9092"]
+        assert "brokerId" not in body and "data" not in body
         # The listener as a lookup chooses it: the query, then the header (the external
         # listener requires authentication on every route to it).
         external = "?listenerName=external"
