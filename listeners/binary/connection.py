@@ -35,6 +35,8 @@ from pulsar_lookup_gateway.lookup.log_throttle import LogThrottle
 
 log = logging.getLogger(__package__)
 _BUDGET_LOG = LogThrottle(log, logging.WARNING)  # connections closed for unread answers
+#: Bytes of answers one read may make before they are sent (and weighed): see _requests.
+OUT_FLUSH = 256 * 1024
 
 AWAITING_CONNECT = ConnectionState.AWAITING_CONNECT
 AUTHENTICATING = ConnectionState.AUTHENTICATING
@@ -151,10 +153,17 @@ class Connection(asyncio.Protocol):
 
     def _requests(self, memo: Memo | None, out: list[bytes]) -> None:
         """Answer every complete frame of a connected client: a LOOKUP answered before with
-        the same bytes but for its request id from the memo, anything else in full."""
+        the same bytes but for its request id from the memo, anything else in full.
+
+        Answers made at once pile up in `out` while the read lasts; one read of small
+        requests with large answers (cached topic lists) could make hundreds of megabytes
+        of them. So every OUT_FLUSH bytes they are sent, which weighs them against the
+        reply budget (a client that does not read is closed there, ending the loop)."""
         decoder, session, dispatch = self._decoder, self.session, self._dispatch
         decode, memoised = codec.decode_command, self._handlers.lookups.answer_frame
         assert session is not None
+        weighed = 0  # frames of `out` counted in `weight`
+        weight = 0
         while self.state is CONNECTED:
             bodies = decoder.bodies()
             if not bodies:
@@ -164,6 +173,14 @@ class Connection(asyncio.Protocol):
                     return
                 if memo is None or not memoised(body, memo, session, dispatch, out):
                     dispatch(decode(body), out)
+                made = len(out)
+                while weighed < made:
+                    weight += len(out[weighed])
+                    weighed += 1
+                if weight > OUT_FLUSH:
+                    self._send(out)
+                    out.clear()
+                    weighed = weight = 0
 
     def eof_received(self) -> bool:
         # A Pulsar client never half-closes; close our side too (lookups in flight are dropped).

@@ -108,3 +108,48 @@ async def test_unread_forwarded_answers_are_bounded(tmp_path: Path) -> None:
                     del client
         finally:
             gateway.stop()
+
+
+@pytest.mark.timeout(120)
+async def test_answers_made_in_one_read_are_weighed_as_they_are_made(tmp_path: Path) -> None:
+    """No broker: one write of 3,000 GET_TOPICS_OF_NAMESPACE for a namespace of 1,000 topics
+    (each answer ~45 KB, made at once from the cache) from a client that never reads. The
+    answers are sent and weighed every 256 KiB, so the connection is closed at its 16 MiB
+    bound; before, the whole read's answers (~135 MB, and as much again to join them) were
+    made first."""
+    nodes = cluster(brokers=1, owned={})
+    for n in range(1000):
+        nodes[f"/managed-ledgers/public/default/persistent/topic-with-a-longer-name-{n:05d}"] = {}
+    write_snapshot(tmp_path / "cluster.json", nodes)
+    conf = tmp_path / "gateway.conf"
+    conf.write_text(
+        f"metadataStoreUrl=file:{tmp_path / 'cluster.json'}\n"
+        "advertisedListeners=internal:pulsar://127.0.0.1:6650\n"
+        "bindAddresses=internal:pulsar://127.0.0.1:0\n"
+        "brokerServicePort=\nwebServicePort=\n"
+        "keepAliveIntervalSeconds=0\n"
+    )
+    gateway = Running("run", "--config", str(conf), sockets=1)
+    try:
+        port = int(gateway.urls[("pulsar", "internal")].rsplit(":", 1)[1])
+        pid = gateway.process.pid
+        async with await RawClient.open("127.0.0.1", port) as reader:
+            await reader.handshake()
+            reader.send(codec.get_topics_of_namespace("public/default", 1))
+            warm = (await reader.expect(timeout=30)).getTopicsOfNamespaceResponse
+            assert len(warm.topics) == 1000
+            before = peak_rss(pid)
+            raw, attacker = await open_non_reader(port)
+            attacker.send(
+                b"".join(codec.get_topics_of_namespace("public/default", n) for n in range(3000))
+            )
+            await asyncio.sleep(2.0)
+            reader.send(codec.get_topics_of_namespace("public/default", 2))
+            again = (await reader.expect(timeout=30)).getTopicsOfNamespaceResponse
+            assert len(again.topics) == 1000  # the reading client is served meanwhile
+            grown = peak_rss(pid) - before
+            print(f"\ngateway peak RSS grew {grown / MIB:.0f} MiB")
+            assert grown < GROWTH_BOUND
+            raw.close()
+    finally:
+        gateway.stop()
