@@ -81,11 +81,17 @@ def authenticator(
         for name, settings in config.listener_settings.items()
         if (names := settings.allowed_listener_names) is not None
     }
+    certified = [
+        name
+        for name, tls in config.tls_settings().items()
+        if name is not None and tls.require_client_cert
+    ]
     return Authenticator(
         providers,
         enabled=config.authentication_enabled,
         required=required,
         allowed_names=allowed,
+        certificate_required=certified,
         registry=registry,
     )
 

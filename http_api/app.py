@@ -358,10 +358,15 @@ class _Routes:
         LookupFailure(NOT_AUTHENTICATED)."""
         if guard is None:
             guard = self._route(request)[0].guard
-        if not guard.required:
-            return None
         transport = request.transport
         ssl_object = transport.get_extra_info("ssl_object") if transport is not None else None
+        if guard.certificate_missing(ssl_object):
+            raise not_authenticated(
+                f"listener '{guard.certificate_of}' requires a client certificate presented to "
+                "its own TLS socket or server name"
+            )
+        if not guard.required:
+            return None
         credentials = Credentials(
             method=request.headers.get(AUTH_METHOD_HEADER) or None,
             data=bearer_token(request.headers.get("Authorization")),

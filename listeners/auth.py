@@ -54,6 +54,7 @@ from pulsar_lookup_gateway.listeners.auth_keys import (
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
 from pulsar_lookup_gateway.lookup.selection import ChoiceSource, ListenerChoice
 from pulsar_lookup_gateway.lookup.untrusted import printable
+from pulsar_lookup_gateway.tls.server_names import served
 
 __all__ = [
     "AuthConfigError",
@@ -373,6 +374,21 @@ class ListenerGuard:
     required: bool  # clients must authenticate
     allowed_names: frozenset[str] | None  # listener names a client may ask for; None: any
     authenticator: Authenticator
+    # A listener with tlsRequireTrustedClientCertOnConnect that requests are answered for from
+    # another socket: its TLS handshake must have served the connection, with a certificate.
+    # (None: the socket's own handshake already enforced its rule.)
+    certificate_of: str | None = None
+
+    def certificate_missing(self, ssl_object: object) -> bool:
+        """Whether the connection lacks the client certificate `certificate_of` requires:
+        one verified by that listener's own TLS handshake (its trust store)."""
+        listener = self.certificate_of
+        if listener is None:
+            return False
+        record = served(ssl_object)
+        if record is None or record.listener != listener:
+            return True
+        return verified_peer_certificate(ssl_object) is None
 
     def authenticate(self, credentials: Credentials) -> Identity | None:
         """The client's identity where authentication is required (None where it is not);
@@ -385,9 +401,16 @@ class ListenerGuard:
         """This socket's guard for requests answered for another listener: authentication is
         required where either requires it (a listener's requirement holds on every route to
         it: its name, a server name, a client network); the names allowed stay the socket's."""
-        if answering.required <= self.required:
+        certificate = answering.listener if answering.listener in self._certified() else None
+        if answering.required <= self.required and certificate is None:
             return self
-        return ListenerGuard(self.listener, True, self.allowed_names, self.authenticator)
+        required = self.required or answering.required
+        return ListenerGuard(
+            self.listener, required, self.allowed_names, self.authenticator, certificate
+        )
+
+    def _certified(self) -> frozenset[str]:
+        return self.authenticator.certificate_required
 
     def refusal(self, choice: ListenerChoice) -> LookupFailure | None:
         """Why a client of this socket may not ask for `choice` (None: it may). Only names a
@@ -433,6 +456,7 @@ class Authenticator:
         enabled: bool = False,
         required: Mapping[str, bool] | None = None,
         allowed_names: Mapping[str, Iterable[str]] | None = None,
+        certificate_required: Iterable[str] = (),
         registry: CollectorRegistry | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -443,6 +467,9 @@ class Authenticator:
         self.enabled = enabled
         self._required = dict(required or {})
         self._allowed = {name: frozenset(names) for name, names in (allowed_names or {}).items()}
+        # Listeners whose TLS sockets require a trusted client certificate: a request answered
+        # for one from another socket needs that listener's handshake (ListenerGuard.joined).
+        self.certificate_required = frozenset(certificate_required)
         self.clock = clock
         self._metrics = _Metrics(registry) if registry is not None else None
         if (enabled or any(self._required.values())) and not self.providers:

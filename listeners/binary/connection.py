@@ -100,7 +100,8 @@ class Connection(asyncio.Protocol):
             origin = ClientOrigin.of_peer(transport.get_extra_info("peername"), self._server.url)
         self.peer = origin.client
         self.address = origin.address
-        self.session = Session(origin, self._server.route_for(origin, transport))
+        ssl_object = transport.get_extra_info("ssl_object")
+        self.session = Session(origin, self._server.route_for(origin, transport), ssl_object)
         if not self._server.admit(self, transport):
             self._move(CLOSING)
             self._transport.abort()

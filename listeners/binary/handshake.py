@@ -39,6 +39,12 @@ _FEATURES = FeatureFlags(
 )
 
 
+CERTIFICATE_NEEDED = (
+    "Unable to authenticate: the listener requires a client certificate presented to its own "
+    "TLS socket or server name"
+)
+
+
 class Handshake:
     """Answers the CONNECT of every connection of one socket."""
 
@@ -68,6 +74,15 @@ class Handshake:
             out.append(codec.error(codec.NO_REQUEST, NOT_ALLOWED, PROXY_REFUSAL))
             return ConnectionState.CLOSING
         guard = session.route.guard
+        if guard.certificate_missing(ssl_object):
+            log.info(
+                "closing connection from %s on %s: no client certificate for listener %s",
+                session.peer,
+                self._url,
+                guard.certificate_of,
+            )
+            out.append(codec.error(codec.NO_REQUEST, AUTHENTICATION_ERROR, CERTIFICATE_NEEDED))
+            return ConnectionState.CLOSING
         if guard.required and not self._authenticate(guard, session, command, ssl_object, out):
             return ConnectionState.CLOSING
         # A client's version is any int32: answer within what this server speaks.

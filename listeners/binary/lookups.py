@@ -62,6 +62,16 @@ class Lookups:
             except LookupFailure as refused:
                 out.append(lookup_failed(body.request_id, refused))
                 return
+            if route.guard.certificate_missing(session.ssl_object):
+                unauthenticated = not_authenticated(
+                    f"listener '{route.listener}' requires a client certificate presented to "
+                    "its own TLS socket or server name"
+                )
+                self._service.refuse(
+                    "binary", session.origin, route.choice, body.topic, unauthenticated
+                )
+                out.append(lookup_failed(body.request_id, unauthenticated))
+                return
             if route.guard.required and session.identity is None:
                 # The named listener requires authentication, which this connection's CONNECT
                 # did not have to give: it may not take that route.

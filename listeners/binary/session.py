@@ -20,6 +20,7 @@ Memo = dict[bytes, tuple[AnswerTemplate, tuple[LookupTally, bool]]]
 class Session:
     origin: ClientOrigin
     route: Route  # where a request naming no listener goes on this connection
+    ssl_object: object = None  # the TLS session (None: plaintext)
     identity: Identity | None = None  # who authenticated (None: not required)
     role: str | None = None
     principal: Principal = ANONYMOUS  # who requests forwarded to a broker are made for

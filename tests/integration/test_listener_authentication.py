@@ -254,7 +254,12 @@ async def test_naming_a_listener_brings_its_token_rule(pki: Set) -> None:
         assert not answered_for_vault(named)
         assert await http(web_port, bare, LOBBY_NAME, listener="vault") == 401
         good = token("vault-client")
-        assert await http(web_port, bare, LOBBY_NAME, credentials=good, listener="vault") == 200
+        # the token alone is not enough: the vault also requires its client certificate
+        assert await http(web_port, bare, LOBBY_NAME, credentials=good, listener="vault") == 401
+        certified = pki.client(certificate=True)
+        assert (
+            await http(web_port, certified, VAULT_NAME, credentials=good, listener="vault") == 200
+        )
         failures = gateway.service.metrics.registry.get_sample_value(
             "pulsar_broker_lookup_failures_total",
             {
@@ -265,3 +270,31 @@ async def test_naming_a_listener_brings_its_token_rule(pki: Set) -> None:
             },
         )
         assert failures == 1
+
+
+async def test_a_certificate_only_listener_needs_its_certificate_on_every_route(
+    pki: Set,
+) -> None:
+    """The vault requires a client certificate and no token. Naming it from the lobby's route
+    (no certificate, or one the lobby's handshake saw) is refused, binary and HTTP; over the
+    vault's own server name with a trusted certificate it is answered, named or not."""
+    text = pki.config_text().replace(
+        "listener.vault.authenticationRequired=true", "listener.vault.authenticationRequired=false"
+    )
+    async with running(config_from(text, "t.conf")) as gateway:
+        binary_port = gateway.port_of("lobby", "pulsar+ssl")
+        web_port = gateway.port_of("lobby", "https")
+        bare = pki.client(certificate=False)
+        certified = pki.client(certificate=True)
+        named = await binary(binary_port, bare, LOBBY_NAME, listener="vault")
+        assert refused_authentication(named) and not answered_for_vault(named)
+        assert await http(web_port, bare, LOBBY_NAME, listener="vault") == 401
+        # a certificate offered on the lobby's handshake (which trusts no client CA) is not
+        # the vault's: the lobby's handshake refuses it or it is not verified there
+        lobby_cert = await binary(binary_port, certified, LOBBY_NAME, listener="vault")
+        assert not answered_for_vault(lobby_cert)
+        assert answered_for_vault(await binary(binary_port, certified, VAULT_NAME))
+        assert answered_for_vault(
+            await binary(binary_port, certified, VAULT_NAME, listener="vault")
+        )
+        assert await http(web_port, certified, VAULT_NAME, listener="vault") == 200
