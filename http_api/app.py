@@ -272,10 +272,10 @@ class _Routes:
         """`GET /admin/v2/namespaces/{tenant}/{namespace}/topics?mode=`: the persistent topics
         from the metadata store (system topics left out); other modes from a broker."""
         mode_name = request.query.get("mode", "PERSISTENT").upper()
-        if mode_name not in _MODES:
-            return json_error(400, f"mode must be one of {', '.join(_MODES)}")
         try:
-            role = self._role(request)
+            role = self._role(request)  # (first: a stranger learns nothing of the parameters)
+            if mode_name not in _MODES:
+                return json_error(400, f"mode must be one of {', '.join(_MODES)}")
             namespace = f"{request.match_info['tenant']}/{request.match_info['namespace']}"
             if mode_name == "PERSISTENT":
                 listing = await self.service.topics_of_namespace(
@@ -296,12 +296,14 @@ class _Routes:
         """`GET /admin/v2/schemas/{tenant}/{namespace}/{topic}/schema[/{version}]`, asked of
         a broker over the binary protocol and shown as the broker's REST answer."""
         try:
+            role = self._role(request)  # (first: a stranger learns nothing of the parameters)
             version = request.match_info.get("version")
             raw = version_bytes(version) if version is not None else None
         except ValueError as exc:
             return json_error(400, printable(str(exc)))
+        except LookupFailure as failure:
+            return failure_response(failure)
         try:
-            role = self._role(request)
             topic = _schema_topic(request)
             if role is not None:
                 await self.service.authorize(topic, role)
