@@ -96,6 +96,8 @@ MAX_PROGRAM_SIZE = 512
 RE2_MAX_MEM = 256 * 1024
 #: CPU seconds the filtering of one listing may take before it is answered unfiltered.
 DEFAULT_PATTERN_BUDGET = 0.005
+#: Budgets of filtering per second for all listings together (see TopicLister).
+SHARED_BUDGETS = 10
 #: Bytes of names matched or hashed between two readings of the clock (a reading costs ~0.5 us).
 _CLOCK_EVERY = 1024
 
@@ -343,12 +345,20 @@ class TopicLister:
         max_entries: int = 1024,
         pattern_budget: float = DEFAULT_PATTERN_BUDGET,
         clock: Callable[[], float] = time.thread_time,
+        wall: Callable[[], float] = time.monotonic,
     ) -> None:
         self.pattern_max_length = pattern_max_length
         self.evaluate_patterns = evaluate_patterns
         self.max_entries = max_entries
         self.pattern_budget = pattern_budget
         self.clock = clock
+        # All listings together may filter for SHARED_BUDGETS budgets a second (50 ms with
+        # the default: 5 % of a core): a read of thousands of distinct patterns would
+        # otherwise hold the loop for seconds, 5 ms at a time. Refilled by `wall`.
+        self.shared_budget = SHARED_BUDGETS * pattern_budget
+        self._wall = wall
+        self._allowance = self.shared_budget
+        self._refilled = wall()
         self._lists: OrderedDict[NamespaceName, _Listed] = OrderedDict()
         self._filtered: OrderedDict[tuple[NamespaceName, str], _Listed] = OrderedDict()
 
@@ -404,14 +414,29 @@ class TopicLister:
         if cached is not None and cached.names is listed.topics:
             self._filtered.move_to_end(key)
             return cached
-        result = self._matching(compiled, listed)
+        allowance = self._available()
+        if allowance <= 0:  # (not remembered: the next request may find time again)
+            reason = "the time the gateway gives to filtering is spent for now"
+            return _Listed(listed.topics, listed.topics, listed.topics_hash, reason)
+        result, spent = self._matching(compiled, listed, min(self.pattern_budget, allowance))
+        self._allowance -= spent
         if result is None:
             reason = f"filtering took over {self.pattern_budget * 1000:g} ms of CPU time"
             result = _Listed(listed.topics, listed.topics, listed.topics_hash, reason)
         _remember(self._filtered, key, result, self.max_entries)
         return result
 
-    def _matching(self, compiled: TopicsPattern, listed: _Listed) -> _Listed | None:
+    def _available(self) -> float:
+        """Seconds of filtering left to all listings now (refilled at shared_budget a second)."""
+        now = self._wall()
+        refill = (now - self._refilled) * self.shared_budget
+        self._allowance = min(self.shared_budget, self._allowance + refill)
+        self._refilled = now
+        return self._allowance
+
+    def _matching(
+        self, compiled: TopicsPattern, listed: _Listed, budget: float
+    ) -> tuple[_Listed | None, float]:
         """The topics (sorted) whose names `compiled` matches, and their hash; None once that
         has taken more than the budget. Linear in the names' bytes: RE2 reads each byte a
         bounded number of times, a run of one topic's partitions is matched once, the hash
@@ -419,20 +444,22 @@ class TopicLister:
         clock is read whenever `_CLOCK_EVERY` bytes were matched or hashed since the last
         reading."""
         clock = self.clock
-        deadline = clock() + self.pattern_budget
+        started = last = clock()
+        deadline = started + budget
         unclocked = 0
 
         def over_budget() -> bool:
-            nonlocal unclocked
+            nonlocal unclocked, last
             unclocked = 0
-            return clock() > deadline
+            last = clock()
+            return last > deadline
 
         kept: list[str] = []
         last_key: bytes | None = None
         last_matched = False
         for topic in listed.topics:
             if unclocked >= _CLOCK_EVERY and over_budget():
-                return None
+                return None, last - started
             key = _match_key(topic)
             if key != last_key:
                 last_key, last_matched = key, compiled.fullmatch_utf8(key)
@@ -440,15 +467,16 @@ class TopicLister:
             if last_matched:
                 kept.append(topic)
         if len(kept) == len(listed.topics):
-            return _Listed(listed.topics, listed.topics, listed.topics_hash)
+            return _Listed(listed.topics, listed.topics, listed.topics_hash), last - started
         crc = 0  # topics_hash(kept), summed here to keep to the budget (`kept` is sorted)
         for index, topic in enumerate(kept):
             if unclocked >= _CLOCK_EVERY and over_budget():
-                return None
+                return None, last - started
             data = topic.encode()
             crc = crc32c(b"," + data if index else data, crc)
             unclocked += len(data)
-        return _Listed(listed.topics, tuple(kept), crc.to_bytes(4, "little").hex())
+        answer = _Listed(listed.topics, tuple(kept), crc.to_bytes(4, "little").hex())
+        return answer, last - started
 
 
 def _remember(cache: OrderedDict[_K, _Listed], key: _K, value: _Listed, limit: int) -> None:

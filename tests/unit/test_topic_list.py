@@ -346,3 +346,28 @@ def test_any_short_pattern_compiles_or_is_refused(pattern: str) -> None:
         result.fullmatch("public/default/" + "a" * 300 + "!")
     else:
         assert result.reason
+
+
+def test_all_listings_together_filter_within_a_shared_budget() -> None:
+    """Review: thousands of distinct patterns in one read, each within its own 5 ms, held the
+    loop for seconds. All listings share SHARED_BUDGETS budgets a second (wall clock); once
+    spent, a listing is answered unfiltered (not remembered), until time refills it."""
+    names = [f"t{n:04d}-" + "a" * 40 for n in range(100)]
+    view = view_with(*names)
+    clock = StepClock(0.001)  # each reading of the thread's clock: 1 ms more
+    wall = [0.0]
+    lister = TopicLister(pattern_budget=0.005, clock=clock, wall=lambda: wall[0])
+    answers = [lister.listing(view, NS, f"public/default/t00{n % 10}{n}.*") for n in range(40)]
+    spent = [
+        a
+        for a in answers
+        if a.refused == "the time the gateway gives to filtering is spent for now"
+    ]
+    assert spent and not any(a.filtered for a in spent)
+    # at most the shared 50 ms of clock went to filtering before the refusals began
+    assert clock.readings * 0.001 <= 0.05 + 0.005 + 0.001 * len(answers)
+    readings = clock.readings
+    assert lister.listing(view, NS, "public/default/t01.*").refused is not None
+    assert clock.readings == readings  # refused without matching anything
+    wall[0] = 1.0  # a second later: time again
+    assert lister.listing(view, NS, "public/default/t01.*").filtered
