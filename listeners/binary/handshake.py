@@ -22,6 +22,7 @@ from pulsar_lookup_gateway.listeners.broker_link import Principal
 from pulsar_lookup_gateway.listeners.lookup_memo import LookupMemo
 from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand, FeatureFlags
+from pulsar_lookup_gateway.lookup.log_throttle import LogThrottle
 
 log = logging.getLogger(__package__)
 
@@ -39,6 +40,7 @@ _FEATURES = FeatureFlags(
 )
 
 
+REFUSED_CONNECTS_LOGGED = 20  # lines per 10 s about refused CONNECTs of one socket
 CERTIFICATE_NEEDED = (
     "Unable to authenticate: the listener requires a client certificate presented to its own "
     "TLS socket or server name"
@@ -52,6 +54,9 @@ class Handshake:
         self._settings = settings
         self._memo = memo
         self._url = url
+        # A client can open thousands of connections with bad credentials: a few lines per
+        # 10 s, the rest counted (and in pulsar_authentication_failures_total).
+        self._refused = LogThrottle(log, logging.INFO, burst=REFUSED_CONNECTS_LOGGED)
 
     @staticmethod
     def requires_credentials(session: Session) -> bool:
@@ -70,12 +75,14 @@ class Handshake:
             # A client told to proxy through its service URL names the broker here and expects
             # its producers and consumers to be relayed; the gateway answers lookups only, so it
             # says so at once instead of accepting a connection that would refuse them.
-            log.info("closing connection from %s: CONNECT asks to be proxied", session.peer)
+            self._refused.event(
+                "closing connection from %s: CONNECT asks to be proxied", session.peer
+            )
             out.append(codec.error(codec.NO_REQUEST, NOT_ALLOWED, PROXY_REFUSAL))
             return ConnectionState.CLOSING
         guard = session.route.guard
         if guard.certificate_missing(ssl_object):
-            log.info(
+            self._refused.event(
                 "closing connection from %s on %s: no client certificate for listener %s",
                 session.peer,
                 self._url,
@@ -111,7 +118,7 @@ class Handshake:
         try:
             identity = guard.authenticate(credentials)
         except AuthenticationFailed as failed:
-            log.info(
+            self._refused.event(
                 "closing connection from %s on %s: authentication failed: %s",
                 session.peer,
                 self._url,
