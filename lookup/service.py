@@ -167,9 +167,8 @@ class LookupService:
         )
         if log.isEnabledFor(logging.DEBUG):
             outcome = answer.response.name.lower()
-            _log_lookup(
-                logging.DEBUG, protocol, client, choice, topic, outcome, str(answer.broker_id)
-            )
+            line = _lookup_line(protocol, client, choice, topic, outcome, str(answer.broker_id))
+            log.debug(*line)
         return answer
 
     def _labels(self, choice: ListenerChoice, protocol: str) -> tuple[str, str, str]:
@@ -374,18 +373,6 @@ class LookupService:
                     printable(", ".join(answer.unparsed), TOPIC_IN_LOG),
                 )
         return answer
-
-
-def _log_lookup(
-    level: int,
-    protocol: str,
-    client: object,
-    choice: ListenerChoice | None,
-    topic: str | TopicName | None,
-    outcome: str,
-    detail: str,
-) -> None:
-    log.log(level, *_lookup_line(protocol, client, choice, topic, outcome, detail))
 
 
 def _lookup_line(

@@ -33,6 +33,17 @@ log = logging.getLogger(__package__)
 Dispatch = Callable[[Command, list[bytes]], None]
 
 
+def _missing_proof(route: Route, session: Session) -> str | None:
+    """What a connection lacks to take `route`, a listener it named (None: nothing): that
+    listener's client certificate, or authentication, which this connection's CONNECT did
+    not have to give."""
+    if route.guard.certificate_missing(session.ssl_object):
+        return "requires a client certificate presented to its own TLS socket or server name"
+    if route.guard.required and session.identity is None:
+        return "requires authentication; connect with credentials to a socket that requires them"
+    return None
+
+
 class Lookups:
     """The LOOKUPs of every connection of one socket."""
 
@@ -62,23 +73,9 @@ class Lookups:
             except LookupFailure as refused:
                 out.append(lookup_failed(body.request_id, refused))
                 return
-            if route.guard.certificate_missing(session.ssl_object):
-                unauthenticated = not_authenticated(
-                    f"listener '{route.listener}' requires a client certificate presented to "
-                    "its own TLS socket or server name"
-                )
-                self._service.refuse(
-                    "binary", session.origin, route.choice, body.topic, unauthenticated
-                )
-                out.append(lookup_failed(body.request_id, unauthenticated))
-                return
-            if route.guard.required and session.identity is None:
-                # The named listener requires authentication, which this connection's CONNECT
-                # did not have to give: it may not take that route.
-                unauthenticated = not_authenticated(
-                    f"listener '{route.listener}' requires authentication; connect with "
-                    "credentials to a socket that requires them"
-                )
+            missing = _missing_proof(route, session)
+            if missing is not None:
+                unauthenticated = not_authenticated(f"listener '{route.listener}' {missing}")
                 self._service.refuse(
                     "binary", session.origin, route.choice, body.topic, unauthenticated
                 )

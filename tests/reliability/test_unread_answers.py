@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,6 +42,23 @@ def peak_rss(pid: int) -> int:
     raise AssertionError("no VmHWM")
 
 
+def start_gateway(tmp_path: Path, nodes: dict[str, Any]) -> tuple[Running, int]:
+    """The gateway as a child process on one binary socket (no keep-alive: the test decides
+    when a connection goes), serving `nodes`; and its port."""
+    write_snapshot(tmp_path / "cluster.json", nodes)
+    conf = tmp_path / "gateway.conf"
+    conf.write_text(
+        f"metadataStoreUrl=file:{tmp_path / 'cluster.json'}\n"
+        "advertisedListeners=internal:pulsar://127.0.0.1:6650\n"
+        "bindAddresses=internal:pulsar://127.0.0.1:0\n"
+        "internalListenerName=internal\n"
+        "brokerServicePort=\nwebServicePort=\n"
+        "keepAliveIntervalSeconds=0\n"
+    )
+    gateway = Running("run", "--config", str(conf), sockets=1)
+    return gateway, int(gateway.urls[("pulsar", "internal")].rsplit(":", 1)[1])
+
+
 async def open_non_reader(port: int) -> tuple[socket.socket, RawClient]:
     """A connection whose receive buffer is small, CONNECTED, then never read again."""
     raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -63,19 +81,8 @@ async def test_unread_forwarded_answers_are_bounded(tmp_path: Path) -> None:
         nodes["/loadbalance/brokers/b1:8080"]["advertisedListeners"]["internal"][
             "brokerServiceUrl"
         ] = peer.url
-        write_snapshot(tmp_path / "cluster.json", nodes)
-        conf = tmp_path / "gateway.conf"
-        conf.write_text(
-            f"metadataStoreUrl=file:{tmp_path / 'cluster.json'}\n"
-            "advertisedListeners=internal:pulsar://127.0.0.1:6650\n"
-            "bindAddresses=internal:pulsar://127.0.0.1:0\n"
-            "internalListenerName=internal\n"
-            "brokerServicePort=\nwebServicePort=\n"
-            "keepAliveIntervalSeconds=0\n"
-        )
-        gateway = Running("run", "--config", str(conf), sockets=1)
+        gateway, port = start_gateway(tmp_path, nodes)
         try:
-            port = int(gateway.urls[("pulsar", "internal")].rsplit(":", 1)[1])
             pid = gateway.process.pid
             # a reading client first: the schema comes through whole
             async with await RawClient.open("127.0.0.1", port) as reader:
@@ -120,18 +127,8 @@ async def test_answers_made_in_one_read_are_weighed_as_they_are_made(tmp_path: P
     nodes = cluster(brokers=1, owned={})
     for n in range(1000):
         nodes[f"/managed-ledgers/public/default/persistent/topic-with-a-longer-name-{n:05d}"] = {}
-    write_snapshot(tmp_path / "cluster.json", nodes)
-    conf = tmp_path / "gateway.conf"
-    conf.write_text(
-        f"metadataStoreUrl=file:{tmp_path / 'cluster.json'}\n"
-        "advertisedListeners=internal:pulsar://127.0.0.1:6650\n"
-        "bindAddresses=internal:pulsar://127.0.0.1:0\n"
-        "brokerServicePort=\nwebServicePort=\n"
-        "keepAliveIntervalSeconds=0\n"
-    )
-    gateway = Running("run", "--config", str(conf), sockets=1)
+    gateway, port = start_gateway(tmp_path, nodes)
     try:
-        port = int(gateway.urls[("pulsar", "internal")].rsplit(":", 1)[1])
         pid = gateway.process.pid
         async with await RawClient.open("127.0.0.1", port) as reader:
             await reader.handshake()
