@@ -360,6 +360,8 @@ class _Routes:
         LookupFailure(NOT_AUTHENTICATED)."""
         if guard is None:
             guard = self._route(request)[0].guard
+        if not guard.required and guard.certificate_of is None:
+            return None  # (the common case: a trusted network)
         transport = request.transport
         ssl_object = transport.get_extra_info("ssl_object") if transport is not None else None
         if guard.certificate_missing(ssl_object):
