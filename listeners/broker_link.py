@@ -72,7 +72,6 @@ from pulsar_lookup_gateway.listeners.protocol.codec import (
 )
 from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import CommandGetTopicsOfNamespace
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure, NodeNotLoaded
-from pulsar_lookup_gateway.lookup.log_throttle import LogThrottle
 from pulsar_lookup_gateway.lookup.model import BrokerData
 from pulsar_lookup_gateway.lookup.service import LookupService
 from pulsar_lookup_gateway.lookup.untrusted import printable
@@ -142,9 +141,6 @@ class LinkSettings:
         return context
 
 
-_UNAVAILABLE_LOG = LogThrottle(log, logging.WARNING, burst=20)
-
-
 def _token_bytes(parameters: str) -> bytes:
     """The token of the token plugin's parameters (`token:<jwt>`, `file:///path`, or bare);
     a file is read each time, so a rotated token is used by the next connection."""
@@ -155,10 +151,8 @@ def _token_bytes(parameters: str) -> bytes:
 
 def _unavailable(message: str, detail: str | None = None) -> LookupFailure:
     """A broker could not answer: `message` for the client, without the broker's (internal)
-    address; `detail`, naming it, for the log (here, throttled: a broker that is down fails
-    every request sent its way)."""
-    if detail is not None:
-        _UNAVAILABLE_LOG.event("a request to a broker failed: %s (%s)", message, detail)
+    address; `detail`, naming it, for the log (BrokerLink._failed writes it, once per broker
+    and cooldown: a broker that is down fails every request sent its way)."""
     return LookupFailure(FailureKind.BROKER_UNAVAILABLE, message, detail)
 
 
@@ -257,7 +251,7 @@ class BrokerLink:
             except LookupFailure as failure:
                 if failure.kind is not FailureKind.BROKER_UNAVAILABLE:
                     raise  # the pool is full: no broker's fault
-                self._failed(url, failure.detail or failure.message)
+                self._failed(url, failure)
                 last = failure
                 if attempts >= CONNECT_ATTEMPTS:
                     break
@@ -323,7 +317,7 @@ class BrokerLink:
             connection = await self._connection(url, key_principal)
         except LookupFailure as failure:
             if failure.kind is FailureKind.BROKER_UNAVAILABLE:
-                self._failed(url, failure.detail or failure.message)
+                self._failed(url, failure)
             raise
         return await self._counted(url, connection, build)
 
@@ -356,7 +350,7 @@ class BrokerLink:
         try:
             return await connection.request(build, self.settings.request_timeout)
         except LookupFailure as failure:
-            self._failed(url, failure.detail or failure.message)
+            self._failed(url, failure)
             raise
         finally:
             left = self._in_flight[url] - 1
@@ -411,10 +405,13 @@ class BrokerLink:
                 return url
         return broker.pulsar_service_url_tls if tls else broker.pulsar_service_url
 
-    def _failed(self, url: str, reason: str) -> None:
+    def _failed(self, url: str, failure: LookupFailure) -> None:
+        """Skip `url` for a while; the log (once per cooldown) has what the client was not
+        told: the failure's detail."""
         if not self.broker_failed(url):
-            log.warning("broker %s skipped for %.0fs: %s", url, self.settings.failure_cooldown,
-                        reason)  # fmt: skip
+            log.warning("broker %s skipped for %.0fs: %s (%s)", url,
+                        self.settings.failure_cooldown, failure.message,
+                        failure.detail or "-")  # fmt: skip
         self._failed_until[url] = time.monotonic() + self.settings.failure_cooldown
 
     async def _connection(self, url: str, principal: Principal) -> _BrokerConnection:
