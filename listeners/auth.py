@@ -401,16 +401,14 @@ class ListenerGuard:
         """This socket's guard for requests answered for another listener: authentication is
         required where either requires it (a listener's requirement holds on every route to
         it: its name, a server name, a client network); the names allowed stay the socket's."""
-        certificate = answering.listener if answering.listener in self._certified() else None
+        certified = self.authenticator.certificate_required
+        certificate = answering.listener if answering.listener in certified else None
         if answering.required <= self.required and certificate is None:
             return self
         required = self.required or answering.required
         return ListenerGuard(
             self.listener, required, self.allowed_names, self.authenticator, certificate
         )
-
-    def _certified(self) -> frozenset[str]:
-        return self.authenticator.certificate_required
 
     def refusal(self, choice: ListenerChoice) -> LookupFailure | None:
         """Why a client of this socket may not ask for `choice` (None: it may). Only names a

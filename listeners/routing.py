@@ -55,6 +55,10 @@ class Router:
         self._service = service
         self.guard = guard
         self._listener = guard.listener
+        # The guard of requests answered for another declared listener, made once each (the
+        # routes of client networks and server names are asked per connection or request).
+        self._guards: dict[str, ListenerGuard] = {}
+        self._declared = service.declared_listeners
         # What a request naming no listener gets: decided once for the socket, or once per
         # connection or request where server names or client networks can choose instead.
         self.socket_route = self._route_to(service.choose(socket_listener=guard.listener))
@@ -118,7 +122,13 @@ class Router:
         name = choice.name
         if name is None or name == self._listener:
             return Route(choice, self.guard)
-        return Route(choice, self.guard.joined(self.guard.authenticator.for_listener(name)))
+        guard = self._guards.get(name)
+        if guard is None:
+            guard = self.guard.joined(self.guard.authenticator.for_listener(name))
+            # Kept for declared listeners only: clients choose the other names.
+            if self._declared is not None and name in self._declared:
+                self._guards[name] = guard
+        return Route(choice, guard)
 
     def refusal(self, route: Route) -> LookupFailure | None:
         """Why a request may not take `route` (None: it may): a name the client gave that
