@@ -4,7 +4,9 @@ Pulsar's broker rules (BrokerService / ServerCnx / TopicLookupBase), as the gate
 
 - **May a missing topic be created?** Not in a namespace whose policies say ``deleted``, and
   never the extensible load manager's own topics (``pulsar/system/loadbalancer-*``). Pulsar's
-  system topics may always be created (``systemTopicEnabled``). Otherwise the namespace
+  system topics, and every topic of a system service namespace (a broker's heartbeat
+  namespace ``pulsar/<host:port>``, ``pulsar/system``; NamespaceService.
+  isSystemServiceNamespace), may always be created (``systemTopicEnabled``). Otherwise the namespace
   policy's ``autoTopicCreationOverride.allowAutoTopicCreation`` decides when the policy has an
   override, else the broker key ``allowAutoTopicCreation`` (default true).
 - **As a partitioned topic?** Never a dead-letter (``-DLQ``) or retry (``-RETRY``) topic;
@@ -39,9 +41,18 @@ from typing import Any
 
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure, MalformedNode
 from pulsar_lookup_gateway.lookup.model import policies_path
-from pulsar_lookup_gateway.lookup.resolve import ResolvePolicy, resolve_partitions
+from pulsar_lookup_gateway.lookup.resolve import (
+    ResolvePolicy,
+    namespace_not_found,
+    resolve_partitions,
+)
 from pulsar_lookup_gateway.lookup.topic_list import MANAGED_LEDGERS_ROOT, is_system_topic
-from pulsar_lookup_gateway.lookup.topics import NamespaceName, TopicDomain, TopicName
+from pulsar_lookup_gateway.lookup.topics import (
+    NamespaceName,
+    TopicDomain,
+    TopicName,
+    is_system_service_namespace,
+)
 from pulsar_lookup_gateway.lookup.view import ClusterView
 
 __all__ = [
@@ -151,8 +162,10 @@ def creation_allowed(
         return False
     if f"{topic.tenant}/{topic.namespace}/{topic.local_name}".startswith(_LOAD_MANAGER_TOPICS):
         return False
-    if settings.system_topics and is_system_topic(topic):
-        return True
+    if settings.system_topics and (
+        is_system_topic(topic) or is_system_service_namespace(str(topic.namespace_name))
+    ):
+        return True  # BrokerService.isSystemTopic: system topics, system service namespaces
     return override.allow if override is not None else settings.allow
 
 
@@ -237,12 +250,6 @@ def _namespace_creation(view: ClusterView, namespace: NamespaceName) -> _Namespa
     return view.node(policies_path(namespace), _parse_creation)
 
 
-def _namespace_not_found(namespace: NamespaceName) -> LookupFailure:
-    return LookupFailure(
-        FailureKind.NAMESPACE_NOT_FOUND, f"Policies not found for {namespace} namespace"
-    )
-
-
 def topic_not_found(topic: TopicName) -> LookupFailure:
     return LookupFailure(FailureKind.TOPIC_NOT_FOUND, f"Topic not found {topic.full}")
 
@@ -264,7 +271,7 @@ def decide_partitions(
         return Partitions(partitions)
     creation = _namespace_creation(view, topic.namespace_name)
     if creation is None:  # pragma: no cover - resolve_partitions found the policies
-        raise _namespace_not_found(topic.namespace_name)
+        raise namespace_not_found(topic.namespace_name)
     create = client_creation and creation_allowed(
         topic, creation.override, settings, namespace_deleted=creation.deleted
     )

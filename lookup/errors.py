@@ -75,7 +75,11 @@ class FailureKind(Enum):
 
 _WIRE: dict[FailureKind, tuple[ServerError, bool]] = {
     FailureKind.INVALID_TOPIC: (ServerError.InvalidTopicName, False),
-    FailureKind.NAMESPACE_NOT_FOUND: (ServerError.MetadataError, False),
+    # A namespace with no policies: master's lookup (TopicLookupBase.lookupTopicAsync) and
+    # partitioned metadata (ServerCnx.handlePartitionMetadataRequest) answer the 404 of
+    # PulsarWebResource.checkLocalOrGetPeerReplicationCluster as TopicNotFound (older brokers
+    # answered MetadataError "Policies not found for <ns> namespace").
+    FailureKind.NAMESPACE_NOT_FOUND: (ServerError.TopicNotFound, False),
     FailureKind.LISTENER_NOT_FOUND: (ServerError.ServiceNotReady, False),
     # A bundle being unloaded: Pulsar's NamespaceService fails the lookup with an
     # IllegalStateException, which the broker's lookup handler answers as MetadataError (not
@@ -110,6 +114,10 @@ _WIRE: dict[FailureKind, tuple[ServerError, bool]] = {
     FailureKind.NO_PROTOCOL_ENDPOINT: (ServerError.ServiceNotReady, False),
 }
 
+
+#: What master says of a namespace that does not exist (PulsarWebResource.
+#: checkLocalOrGetPeerReplicationCluster: RestException 404 "Namespace not found").
+NAMESPACE_NOT_FOUND_MESSAGE = "Namespace not found"
 
 # Broker registrations (lookup.model's BROKERS_ROOT), whose node names are broker ids.
 _BROKER_NODES = "/loadbalance/brokers/"

@@ -6,14 +6,18 @@ shell reads the node and calls again.
 
 from __future__ import annotations
 
-import re
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
 from pulsar_lookup_gateway.lookup.bundles import BundleRange, topic_hash
-from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure, MalformedNode
+from pulsar_lookup_gateway.lookup.errors import (
+    NAMESPACE_NOT_FOUND_MESSAGE,
+    FailureKind,
+    LookupFailure,
+    MalformedNode,
+)
 from pulsar_lookup_gateway.lookup.model import (
     BrokerData,
     ClusterData,
@@ -26,7 +30,12 @@ from pulsar_lookup_gateway.lookup.model import (
     service_unit_state_path,
 )
 from pulsar_lookup_gateway.lookup.selection import ListenerChoice
-from pulsar_lookup_gateway.lookup.topics import NamespaceName, TopicDomain, TopicName
+from pulsar_lookup_gateway.lookup.topics import (
+    NamespaceName,
+    TopicDomain,
+    TopicName,
+    is_sla_or_heartbeat_namespace,
+)
 from pulsar_lookup_gateway.lookup.view import BrokerRegistry, ClusterView
 
 
@@ -72,7 +81,7 @@ def namespace_bundle(topic: TopicName, view: ClusterView) -> BundleRange:
     namespace = topic.namespace_name
     bundles = view.bundles(namespace)
     if bundles is None:
-        raise _namespace_not_found(namespace)
+        raise namespace_not_found(namespace)
     return bundles.find(topic_hash(topic.full))
 
 
@@ -84,7 +93,7 @@ def resolve_partitions(
     partitions are in the configuration store all clusters share)."""
     policies = view.policies(topic.namespace_name)
     if policies is None:
-        raise _namespace_not_found(topic.namespace_name)
+        raise namespace_not_found(topic.namespace_name)
     _check_namespace(topic, policies, view, policy)
     return view.partitions(topic)
 
@@ -98,7 +107,7 @@ def resolve(
     namespace = topic.namespace_name
     policies = view.policies(namespace)
     if policies is None:
-        raise _namespace_not_found(namespace)
+        raise namespace_not_found(namespace)
     peer = _check_namespace(topic, policies, view, policy)
     bundle = namespace_bundle(topic, view)
     if peer is not None:
@@ -134,8 +143,6 @@ def resolve(
 
 # -- namespace checks (Pulsar's global-namespace validation) -----------------------------------
 
-# Heartbeat namespaces (`pulsar/<host>:<port>`) belong to one broker and skip the cluster checks.
-_HEARTBEAT_NAMESPACE = re.compile(r"[^:/]+:\d+")
 # Topics a broker must reach even in a namespace being deleted (to clean it up): the topic
 # policies' events, transaction buffer snapshots and pending-ack stores, and the system namespace.
 _SYSTEM_TOPIC_PREFIXES = ("__change_events", "__transaction_buffer_snapshot")
@@ -157,8 +164,8 @@ def _check_namespace(
     cluster goes to the first of the local cluster's peerClusterNames that they name, or fails.
     Returns (peer name, its cluster data) for a redirect, None to go on locally."""
     namespace = topic.namespace_name
-    if namespace.tenant == "pulsar" and _HEARTBEAT_NAMESPACE.fullmatch(namespace.namespace):
-        return None
+    if is_sla_or_heartbeat_namespace(str(namespace)):
+        return None  # a broker's own namespace: no cluster checks
     if policies.deleted and not _is_system_topic(topic):
         # The broker answers "not found" with this message (binary TopicNotFound, HTTP 404).
         raise LookupFailure(FailureKind.NAMESPACE_DELETED, "Namespace is deleted")
@@ -288,9 +295,11 @@ def registered_owner(
     return broker
 
 
-def _namespace_not_found(namespace: NamespaceName) -> LookupFailure:
+def namespace_not_found(namespace: NamespaceName) -> LookupFailure:
+    """Master's answer (PulsarWebResource.checkLocalOrGetPeerReplicationCluster): binary
+    TopicNotFound, HTTP 404, with its message; the log's detail names the namespace."""
     return LookupFailure(
-        FailureKind.NAMESPACE_NOT_FOUND, f"Policies not found for {namespace} namespace"
+        FailureKind.NAMESPACE_NOT_FOUND, NAMESPACE_NOT_FOUND_MESSAGE, f"no policies for {namespace}"
     )
 
 

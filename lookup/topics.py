@@ -26,6 +26,30 @@ MAX_TOPIC_NAME_BYTES = 4096
 _DOT_SEGMENTS = frozenset({".", ".."})
 
 
+# NamespaceService's system service namespaces (Java's matches(): the whole name): the
+# heartbeat namespaces of a broker, v1 `pulsar/<cluster>/<host:port>` and v2
+# `pulsar/<host:port>`, its SLA-monitor namespace `sla-monitor/<cluster>/<host:port>`, and
+# `pulsar/system`. Fixed patterns, linear in the name.
+_SYSTEM_SERVICE_NAMESPACES = re.compile(
+    r"pulsar/system|pulsar/[^/]+/[^:]+:[0-9]+|pulsar/[^:]+:[0-9]+|sla-monitor/[^/]+/[^:]+:[0-9]+"
+)
+_SLA_OR_HEARTBEAT = re.compile(
+    r"pulsar/[^/]+/[^:]+:[0-9]+|pulsar/[^:]+:[0-9]+|sla-monitor/[^/]+/[^:]+:[0-9]+"
+)
+
+
+def is_system_service_namespace(namespace: str) -> bool:
+    """NamespaceService.isSystemServiceNamespace: topics there may always be created
+    (BrokerService.isSystemTopic)."""
+    return _SYSTEM_SERVICE_NAMESPACES.fullmatch(namespace) is not None
+
+
+def is_sla_or_heartbeat_namespace(namespace: str) -> bool:
+    """NamespaceService.isSLAOrHeartbeatNamespace: such a namespace skips the cluster checks
+    of a lookup (PulsarWebResource.checkLocalOrGetPeerReplicationCluster)."""
+    return _SLA_OR_HEARTBEAT.fullmatch(namespace) is not None
+
+
 class TopicDomain(StrEnum):
     PERSISTENT = "persistent"
     NON_PERSISTENT = "non-persistent"

@@ -330,7 +330,8 @@ async def test_a_connect_that_asks_to_be_proxied_gets_an_error_and_is_closed(
     ("topic", "listener", "error", "message"),
     [
         (TOPIC_B1, "nope", ServerError.ServiceNotReady, "the broker do not have nope listener"),
-        ("persistent://ghost/ns/t", None, ServerError.MetadataError, "Policies not found"),
+        # master: TopicLookupBase.lookupTopicAsync, a 404 of the namespace check
+        ("persistent://ghost/ns/t", None, ServerError.TopicNotFound, "Namespace not found"),
         ("persistent://only-tenant", None, ServerError.InvalidTopicName, "Invalid topic name"),
         (TOPIC_UNLOADING, None, ServerError.MetadataError, "is being unloaded"),
     ],
@@ -414,8 +415,9 @@ async def test_partitioned_metadata_failure(source: FileSource) -> None:
         body = (await raw.expect()).partitionMetadataResponse
         assert body.request_id == 6
         assert body.response == CommandPartitionedTopicMetadataResponse.Failed
-        assert body.error == ServerError.MetadataError
-        assert "Policies not found for ghost/ns namespace" in body.message
+        # master: ServerCnx.handlePartitionMetadataRequest answers a 404 as TopicNotFound
+        assert body.error == ServerError.TopicNotFound
+        assert body.message == "Namespace not found"
 
 
 # --- commands that are not lookups -------------------------------------------------------------

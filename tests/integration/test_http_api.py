@@ -560,19 +560,19 @@ FAILURES = [
     FailureCase(
         FailureKind.NAMESPACE_NOT_FOUND,
         "/lookup/v2/topic/persistent/ghost/ns/t",
-        "ghost/ns",
+        "Namespace not found",  # master: PulsarWebResource.checkLocalOrGetPeerReplicationCluster
         status=404,
     ),
     FailureCase(
         FailureKind.NAMESPACE_NOT_FOUND,
         "/lookup/v2/topic/persistent/ghost/ns/t/bundle",
-        "ghost/ns",
+        "Namespace not found",  # master: PulsarWebResource.checkLocalOrGetPeerReplicationCluster
         status=404,
     ),
     FailureCase(
         FailureKind.NAMESPACE_NOT_FOUND,
         "/admin/v2/persistent/ghost/ns/t/partitions",
-        "ghost/ns",
+        "Namespace not found",  # master: PulsarWebResource.checkLocalOrGetPeerReplicationCluster
         status=404,
     ),
     FailureCase(

@@ -197,7 +197,7 @@ async def test_endpoints_per_listener_and_the_404s(
         base = f"http://127.0.0.1:{gw.port_of('internal', 'http')}"
         async with session.get(f"{base}/lookup/v2/topic/persistent/no/ns/t/protocol/kafka") as r:
             assert r.status == 404
-            assert (await r.json())["reason"] == "Policies not found for no/ns namespace"
+            assert (await r.json())["reason"] == "Namespace not found"
 
 
 async def test_authentication_and_authorization_as_for_lookups(

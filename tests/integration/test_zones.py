@@ -443,7 +443,7 @@ def test_hand_checked_answers(zone_run: Run) -> None:
     assert events["dc"]["bundle"] == "0x00000000_0xffffffff"
 
     ghost = _rows(zone_run, "persistent://ghost/ns/g7")
-    assert ghost["dc"]["error"] == "MetadataError: Policies not found for ghost/ns namespace"
+    assert ghost["dc"]["error"] == "TopicNotFound: Namespace not found"
     assert ghost["dc"]["bundle"] is None
 
     # Partitioned topics expand to their partitions; a partition named directly does not.

@@ -197,12 +197,16 @@ def test_owned_bundle_answers_even_with_no_registered_broker() -> None:
 
 
 def test_missing_namespace() -> None:
+    """Master: TopicLookupBase.lookupTopicAsync answers the 404 of
+    PulsarWebResource.checkLocalOrGetPeerReplicationCluster ("Namespace not found") with
+    TopicNotFound (older brokers: MetadataError "Policies not found for ... namespace")."""
     topic = TopicName.parse("persistent://nobody/here/t")
     exc = failure(topic, EXTERNAL, cluster())
     assert exc.kind is FailureKind.NAMESPACE_NOT_FOUND
-    assert exc.code is ServerError.MetadataError
-    assert exc.message == "Policies not found for nobody/here namespace"
-    with pytest.raises(LookupFailure, match="Policies not found"):
+    assert exc.code is ServerError.TopicNotFound
+    assert exc.message == "Namespace not found"
+    assert exc.detail == "no policies for nobody/here"
+    with pytest.raises(LookupFailure, match="Namespace not found"):
         resolve_partitions(topic, view_of(cluster()))
 
 
