@@ -20,11 +20,13 @@ from pulsar_lookup_gateway.gateway.standalone import cmd_standalone
 from pulsar_lookup_gateway.gateway.startup import (
     host_problems,
     load_or_report,
+    report_config_error,
+    report_host_problems,
     serve_config,
     setup_logging,
 )
 from pulsar_lookup_gateway.gateway.version import gateway_version
-from pulsar_lookup_gateway.listeners.config import GatewayConfig
+from pulsar_lookup_gateway.listeners.config import ConfigError, GatewayConfig, load_config
 from pulsar_lookup_gateway.lookup.errors import LookupFailure
 from pulsar_lookup_gateway.lookup.protocol_data import PROTOCOL_NAME_RULE, is_protocol_name
 from pulsar_lookup_gateway.lookup.resolve import LookupAnswer, ResolvePolicy
@@ -201,17 +203,25 @@ def _add_log_options(command: argparse.ArgumentParser) -> None:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
-    loaded = load_or_report(args.config)
-    if loaded is None:
+    """Every problem in one run: those of the config, then those of this host, checked on what
+    validated of the config (but for the checks its problems make moot)."""
+    try:
+        loaded = load_config(args.config, os.environ)
+    except ConfigError as exc:
+        report_config_error(args.config, exc)
+        if not args.no_host_checks and exc.partial is not None:
+            problems = host_problems(exc.partial, exc.keys)
+            if problems:
+                report_host_problems(args.config, problems)
         return EXIT_USAGE
+    for warning in loaded.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     print(describe_config(loaded.config))
     if args.no_host_checks:
         return EXIT_OK
     problems = host_problems(loaded.config)
     if problems:
-        print(f"{args.config}: {len(problems)} problem(s) would stop `run`:", file=sys.stderr)
-        for problem in problems:
-            print(f"  - {problem}", file=sys.stderr)
+        report_host_problems(args.config, problems)
         return EXIT_FAILED
     return EXIT_OK
 

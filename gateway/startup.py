@@ -9,7 +9,7 @@ import logging
 import os
 import socket
 import sys
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ from pulsar_lookup_gateway.listeners.config import (
     LoadedConfig,
     load_config,
 )
-from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
+from pulsar_lookup_gateway.listeners.socket_table import SocketSpec, socket_conflicts
 from pulsar_lookup_gateway.metadata_store.snapshot import SnapshotError, read_snapshot
 from pulsar_lookup_gateway.tls.errors import TlsConfigError
 from pulsar_lookup_gateway.tls.reload import ListenerTls
@@ -72,15 +72,25 @@ def load_or_report(path: Path, env: Mapping[str, str] | None = None) -> LoadedCo
     try:
         loaded = load_config(path, os.environ if env is None else env)
     except ConfigError as exc:
-        for warning in exc.warnings:
-            print(f"warning: {warning}", file=sys.stderr)
-        print(f"{path}: {len(exc.problems)} problem(s):", file=sys.stderr)
-        for problem in exc.problems:
-            print(f"  - {problem}", file=sys.stderr)
+        report_config_error(path, exc)
         return None
     for warning in loaded.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     return loaded
+
+
+def report_config_error(path: Path, exc: ConfigError) -> None:
+    for warning in exc.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    print(f"{path}: {len(exc.problems)} problem(s):", file=sys.stderr)
+    for problem in exc.problems:
+        print(f"  - {problem}", file=sys.stderr)
+
+
+def report_host_problems(path: Path, problems: list[str]) -> None:
+    print(f"{path}: {len(problems)} problem(s) on this host would stop `run`:", file=sys.stderr)
+    for problem in problems:
+        print(f"  - {problem}", file=sys.stderr)
 
 
 def serve_config(
@@ -100,27 +110,65 @@ def serve_config(
     return EXIT_OK
 
 
-def host_problems(config: GatewayConfig) -> list[str]:
-    """What would stop `run` on this host although the config is valid: TLS material, token
-    keys or a snapshot that cannot be read or parsed, and sockets that cannot be bound. Loads
-    everything the way `run` does, but reports every problem instead of stopping at the first."""
+#: The keys the authenticator is built from (with listener.<name>.authenticationRequired).
+AUTHENTICATION_KEYS = frozenset(
+    {
+        "authenticationEnabled",
+        "authenticationProviders",
+        "authorizationEnabled",
+        "tokenSecretKey",
+        "tokenPublicKey",
+        "tokenPublicAlg",
+        "tokenAuthClaim",
+        "tokenAudienceClaim",
+        "tokenAudience",
+        "listenerSettings",
+    }
+)
+
+
+def host_problems(config: GatewayConfig, troubled: Collection[str] = ()) -> list[str]:
+    """What would stop `run` on this host: TLS material, token keys or a snapshot that cannot
+    be read or parsed, and sockets that cannot be bound. Loads everything the way `run` does,
+    but reports every problem instead of stopping at the first.
+
+    `config` may be what validated of a config with problems (ConfigError.partial), and
+    `troubled` the keys that have them: a check that reads one of those keys is not made, as
+    its outcome would only repeat that problem; two sockets on one address (a problem of the
+    config) bind the first only."""
+    troubled = frozenset(troubled)
     problems: list[str] = []
     for listener, settings in config.tls_settings().items():
+        if not settings.has_material or troubled & set(settings.keys.values()):
+            continue  # the config's problem already: no material, or a key that failed
         try:
             ListenerTls.from_settings(listener, settings)
         except TlsConfigError as exc:  # names the listener, key and file; never a password
             problems.append(str(exc))
-    try:
-        factories.authenticator(config)
-    except AuthConfigError as exc:
-        problems.append(str(exc))
+    if not troubled & AUTHENTICATION_KEYS and not any(
+        key.endswith(".authenticationRequired") for key in troubled
+    ):
+        try:
+            factories.authenticator(config)
+        except AuthConfigError as exc:
+            problems.append(str(exc))
     url = config.metadata_store_url
-    if url.kind == "file":
+    if url.kind == "file" and "metadataStoreUrl" not in troubled:
         try:
             read_snapshot(Path(url.path))
         except SnapshotError as exc:
             problems.append(f"metadataStoreUrl: {exc}")
-    return problems + bind_problems(config.sockets())
+    return problems + bind_problems(apart(config.sockets()))
+
+
+def apart(specs: list[SocketSpec]) -> list[SocketSpec]:
+    """The sockets, but for any that the config already says clashes with an earlier one (a
+    valid config has none): binding it would report the same problem again."""
+    kept: list[SocketSpec] = []
+    for spec in specs:
+        if not socket_conflicts([*kept, spec]):
+            kept.append(spec)
+    return kept
 
 
 def bind_problems(specs: list[SocketSpec]) -> list[str]:

@@ -40,11 +40,13 @@ from pulsar_lookup_gateway.listeners.auth_keys import (
 )
 from pulsar_lookup_gateway.listeners.conf_file import RawConfig, closest_key, read_config_file
 from pulsar_lookup_gateway.listeners.config_rules import (
+    LEGACY_FIELDS,
     client_routes,
     merge_tls,
     problems_of,
     sockets,
 )
+from pulsar_lookup_gateway.listeners.config_salvage import declared_listeners, parsed_binds
 from pulsar_lookup_gateway.listeners.endpoints import (
     AdvertisedListener,
     BindAddress,
@@ -90,19 +92,33 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class ConfigProblem:
-    key: str
+    key: str  # where: the key with the file line or variable it came from, or a file line
     message: str
+    name: str = ""  # the bare key ('bindAddresses', 'listener.a.tlsKeyFilePath'); '' for a line
 
     def __str__(self) -> str:
         return f"{self.key}: {self.message}"
 
 
 class ConfigError(Exception):
-    def __init__(self, problems: list[ConfigProblem], warnings: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        problems: list[ConfigProblem],
+        warnings: list[str] | None = None,
+        partial: GatewayConfig | None = None,
+    ) -> None:
         super().__init__("\n".join(str(p) for p in problems))
         self.problems = problems
         # The unknown keys too: a misspelt key is often why a problem is reported at all.
         self.warnings = warnings or []
+        # What validated, for check-config's host checks only (never run): the keys that
+        # failed left out, the entries of bindAddresses that parse, no rule between keys run.
+        self.partial = partial
+
+    @property
+    def keys(self) -> frozenset[str]:
+        """The keys that have a problem (a host check that reads one of them is not made)."""
+        return frozenset(problem.name for problem in self.problems if problem.name)
 
 
 class GatewayConfig(BaseModel):
@@ -308,7 +324,7 @@ class GatewayConfig(BaseModel):
                 type(self).__name__,
                 [
                     InitErrorDetails(
-                        type=PydanticCustomError("value_error", message),
+                        type=PydanticCustomError(_RULE_ERROR, message),
                         loc=(to_camel(field),),
                         input=values.get(field),
                     )
@@ -442,29 +458,56 @@ def validate_raw(raw: RawConfig) -> LoadedConfig:
         for key in sorted(raw.values)
         if key not in KNOWN_KEYS and not key.startswith(LISTENER_PREFIX)
     ]
+    partial: GatewayConfig | None = None
     try:
-        config = GatewayConfig.model_validate(values)
+        config = partial = GatewayConfig.model_validate(values)
     except ValidationError as exc:
         problems += _problems_of(exc, raw)
-        problems += _rules_despite(exc, values, raw)
+        if not all(err["type"] == _RULE_ERROR for err in exc.errors()):
+            # Keys failed on their own, so the rules between keys were not run yet.
+            problems += _rules_despite(exc, values, raw)
+        partial = _partial(exc, values)
     if problems or config is None:
-        raise ConfigError(problems, warnings)
+        raise ConfigError(problems, warnings, partial)
     return LoadedConfig(config, warnings)
 
 
-#: What stands in, in the second pass, for a required key that failed: no rule reads it.
+#: The error type of a rule between keys (a key failing on its own has pydantic's types).
+_RULE_ERROR = "config_rule"
+#: What stands in, in the later passes, for a required key that failed: no rule reads it, and
+#: a host check is not made on a key that has a problem.
 _STAND_INS = {"metadataStoreUrl": "file:/"}
+_ALL_FIELDS = frozenset(GatewayConfig.model_fields)
+
+
+def _failed_keys(exc: ValidationError) -> set[str]:
+    return {str(err["loc"][0]) for err in exc.errors() if err["loc"]}
+
+
+def _salvaged(values: dict[str, Any], failed_keys: set[str]) -> tuple[dict[str, Any], set[str]]:
+    """`values` without the keys that failed, but for the entries of advertisedListeners and
+    bindAddresses that parse (see config_salvage); and the keys that stay failed."""
+    rest = {key: value for key, value in values.items() if key not in failed_keys}
+    failed = set(failed_keys)
+    salvage = {"advertisedListeners": declared_listeners, "bindAddresses": parsed_binds}
+    for key, entries in salvage.items():
+        if key in failed and isinstance(values.get(key), str):
+            kept = entries(values[key])
+            if kept is not None:
+                rest[key] = kept
+                failed.discard(key)
+    for key, stand_in in _STAND_INS.items():
+        rest.setdefault(key, stand_in)
+    return rest, failed
 
 
 def _rules_despite(
     exc: ValidationError, values: dict[str, Any], raw: RawConfig
 ) -> list[ConfigProblem]:
     """The problems of the rules between keys that did validate, when some key did not: a
-    second pass with the failed keys at their defaults, and the rules they feed not run."""
-    failed_keys = {str(err["loc"][0]) for err in exc.errors() if err["loc"]}
-    rest = {key: value for key, value in values.items() if key not in failed_keys}
-    for key, stand_in in _STAND_INS.items():
-        rest.setdefault(key, stand_in)
+    second pass with the failed keys at their defaults (the entries of a list that parse
+    kept), and the rules they feed not run."""
+    rest, failed_keys = _salvaged(values, _failed_keys(exc))
     failed = frozenset(to_snake(key) for key in failed_keys)
     try:
         GatewayConfig.model_validate(rest, context={"failed": failed})
@@ -473,9 +516,42 @@ def _rules_despite(
     return []
 
 
+def _partial(exc: ValidationError, values: dict[str, Any]) -> GatewayConfig | None:
+    """What validates of a config with problems, no rule between keys run; None when even that
+    fails. A failed legacy port (or bindAddress) opens no socket here, rather than the default
+    one; a failed listener.<name>.<key> drops that key only."""
+    rest, failed = _salvaged(values, _failed_keys(exc))
+    per_listener = {name: dict(keys) for name, keys in values.get("listenerSettings", {}).items()}
+    # The keys that failed on their own are out (or salvaged) already; a listener's keys go
+    # one by one.
+    errors = [err for err in exc.errors() if err["loc"][:1] == ("listenerSettings",)]
+    for _ in range(3):  # each pass drops what failed in the one before
+        for err in errors:
+            loc = err["loc"]
+            if loc[:1] == ("listenerSettings",) and len(loc) >= 3:
+                per_listener.get(str(loc[1]), {}).pop(str(loc[2]), None)
+            elif loc[:1] == ("listenerSettings",):  # server names or networks that clash
+                for keys in per_listener.values():
+                    keys.pop("sniHostnames", None)
+                    keys.pop("clientCidrs", None)
+            elif loc:
+                failed.add(str(loc[0]))
+                rest.pop(str(loc[0]), None)
+        rest["listenerSettings"] = per_listener
+        for key in LEGACY_FIELDS:
+            if key in failed or "bindAddress" in failed:
+                rest[key] = ""
+        rest.update({key: stand_in for key, stand_in in _STAND_INS.items() if key in failed})
+        try:
+            return GatewayConfig.model_validate(rest, context={"failed": _ALL_FIELDS})
+        except ValidationError as again:
+            errors = again.errors()
+    return None
+
+
 def _did_you_mean(key: str, known: frozenset[str]) -> str:
     near = closest_key(key, known)
-    return f"; did you mean `{near}`?" if near else ""
+    return f"; did you mean '{near}'?" if near else ""
 
 
 def load_config(path: Path, env: Mapping[str, str]) -> LoadedConfig:
@@ -495,14 +571,16 @@ def _problems_of(exc: ValidationError, raw: RawConfig) -> list[ConfigProblem]:
                 err["msg"] = "not a per-listener key" + _did_you_mean(str(loc[2]), LISTENER_KEYS)
         if key == "listenerSettings":
             message = err["msg"].removeprefix("Value error, ")
-            problems += [ConfigProblem(*line.split(": ", 1)) for line in message.split("\n")]
+            for line in message.split("\n"):
+                name, _, text = line.partition(": ")
+                problems.append(ConfigProblem(name, text, name))
             continue
         if err["type"] == "missing" and key == "metadataStoreUrl":
             message = "required: zk:host:port[,host:port][/chroot] or file:PATH"
         else:
             message = err["msg"].removeprefix("Value error, ")
-            if key in raw.values and err["type"] != "value_error":
+            if key in raw.values and err["type"] not in ("value_error", _RULE_ERROR):
                 message = f"{message} (got '{raw.values[key]}')"
         where = f"{key} ({raw.sources[key]})" if key in raw.sources else key
-        problems += [ConfigProblem(where, line) for line in message.split("\n")]
+        problems += [ConfigProblem(where, line, key) for line in message.split("\n")]
     return problems

@@ -99,7 +99,7 @@ def test_every_problem_that_would_stop_run_is_reported_at_once(
     assert "b:pulsar+ssl://127.0.0.1:0" in result.stdout  # the socket table is still printed
     problems = [line for line in result.stderr.splitlines() if line.startswith("  - ")]
     assert len(problems) == 6, result.stderr
-    assert "6 problem(s) would stop `run`" in result.stderr
+    assert "6 problem(s) on this host would stop `run`" in result.stderr
     expected = {
         "listener 'a'": ["listener.a.tlsCertificateFilePath", str(missing)],
         "listener 'b'": ["listener.b.tlsKeyFilePath", str(garbage)],
@@ -156,3 +156,50 @@ def test_a_host_that_does_not_resolve_is_named() -> None:
     spec = SocketSpec(Endpoint(Scheme.HTTP, "gateway.invalid", 0), None, "webServicePort")
     problems = bind_problems([spec])
     assert len(problems) == 1 and problems[0].startswith("webServicePort: cannot resolve"), problems
+
+
+def test_a_config_with_many_problems_gets_them_all_in_one_run(
+    tmp_path: Path, certs: DevCerts, occupied: int
+) -> None:
+    """Problems of single keys, of the rules between keys and of this host, all at once: the
+    host checks run on what validated, not only once the config has no problem left."""
+    conf = tmp_path / "many.conf"
+    conf.write_text(
+        f"metadataStoreUrl=file:{tmp_path / 'no-snapshot.json'}\n"
+        "advertisedListeners=internal:pulsar://h:1,external:pulsar+ssl://h:2,"
+        "external:gopher://h:3\n"
+        "internalListenerName=nobody\n"
+        "bindAddresses=internal:pulsar://127.0.0.999:6650,"
+        f"internal:pulsar://127.0.0.1:{occupied},external:ftp://127.0.0.1:1,"
+        "ghost:http://127.0.0.1:0,external:pulsar+ssl://127.0.0.1:0\n"
+        "brokerServicePort=\nwebServicePort=x\nmaxConcurrentLookupRequest=-5\n"
+        f"tlsCertificateFilePath={tmp_path / 'missing.crt'}\ntlsKeyFilePath={certs.server_key}\n"
+        "authorizationEnabled=true\n"
+    )
+    result = check_config(conf)
+    assert result.returncode == 2, result.stderr
+    config_part, _, host_part = result.stderr.partition("on this host would stop `run`:")
+    assert config_part.count("problem(s)") == 2  # two lists: the config's, then the host's
+    assert "7 problem(s):" in config_part and config_part.endswith("4 problem(s) ")
+    expected_config = [
+        ("advertisedListeners", "entry 'external:gopher://h:3'", "unknown scheme"),
+        ("bindAddresses", "entry 'external:ftp://127.0.0.1:1'", "unknown scheme"),
+        ("webServicePort", "(got 'x')", "integer"),
+        ("maxConcurrentLookupRequest", "(got '-5')", "greater than"),
+        ("internalListenerName", "'nobody'", "not declared"),
+        ("bindAddresses", "entry 'ghost:http://127.0.0.1:0'", "listener 'ghost' is not declared"),
+        ("authorizationEnabled", "authenticationEnabled=true", "authorization"),
+    ]
+    expected_host = [
+        ("listener 'external'", f"tlsCertificateFilePath {tmp_path / 'missing.crt'}", "read"),
+        ("metadataStoreUrl", "no-snapshot.json", "cannot read"),
+        ("bindAddresses", "entry 'internal:pulsar://127.0.0.999:6650'", "cannot resolve"),
+        ("bindAddresses", f"entry 'internal:pulsar://127.0.0.1:{occupied}'", "in use"),
+    ]
+    for part, expected in ((config_part, expected_config), (host_part, expected_host)):
+        lines = [line for line in part.splitlines() if line.startswith("  - ")]
+        assert len(lines) == len(expected), part
+        for key, entry, reason in expected:
+            assert any(
+                line.startswith(f"  - {key}") and entry in line and reason in line for line in lines
+            ), f"no problem '{key} ... {entry} ... {reason}' in:\n{part}"

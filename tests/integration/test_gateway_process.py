@@ -57,7 +57,7 @@ def test_run_refuses_a_config_that_would_listen_nowhere(tmp_path: Path) -> None:
     )
     assert result.returncode == 2, result.stderr
     assert "bindAddresses: no socket would open" in result.stderr
-    assert "did you mean `bindAddresses`?" in result.stderr
+    assert "did you mean 'bindAddresses'?" in result.stderr
     assert "listening on" not in result.stderr
 
 

@@ -114,7 +114,7 @@ def test_a_config_that_opens_no_socket_is_refused_with_a_hint(
     assert "bindAddresses: no socket would open" in err
     # The unknown key is shown beside the problem it causes, with the key it misspells.
     assert f"bindAdresses ({conf}:3): not a key the gateway uses; ignored; did you mean " in err
-    assert "`bindAddresses`?" in err
+    assert "'bindAddresses'?" in err
 
 
 def test_check_config_reports_what_would_stop_run_with_exit_1(
@@ -129,7 +129,7 @@ def test_check_config_reports_what_would_stop_run_with_exit_1(
     assert main(["check-config", "--config", str(conf)]) == 1
     out, err = capsys.readouterr()
     assert "pulsar+ssl" in out  # the table is printed all the same
-    assert "2 problem(s) would stop `run`" in err
+    assert "2 problem(s) on this host would stop `run`" in err
     assert f"legacy TLS sockets: tlsCertificateFilePath {tmp_path / 'c.pem'}: cannot read" in err
     assert "metadataStoreUrl: cannot read snapshot" in err
 
@@ -169,7 +169,7 @@ def test_the_demo_cluster_has_an_unowned_bundle(capsys: pytest.CaptureFixture[st
     ("topic", "listener", "error"),
     [
         ("a/b", None, "InvalidTopicName"),
-        ("persistent://nope/ns/t", None, "MetadataError"),
+        ("persistent://nope/ns/t", None, "TopicNotFound"),
         ("orders-partition-1", "zone-x", "ServiceNotReady"),
     ],
 )

@@ -114,7 +114,7 @@ def test_a_config_that_opens_no_socket_is_an_error_naming_the_keys() -> None:
     # The warnings travel with the error: the misspelt key is why no socket opens.
     assert info.value.warnings == [
         "bindAdresses (test.conf:5): not a key the gateway uses; ignored; "
-        "did you mean `bindAddresses`?"
+        "did you mean 'bindAddresses'?"
     ]
 
 
@@ -155,13 +155,13 @@ def test_unknown_keys_near_a_gateway_key_get_a_suggestion(typed: str, meant: str
     if meant is None:
         assert "did you mean" not in warning
     else:
-        assert warning.endswith(f"; did you mean `{meant}`?")
+        assert warning.endswith(f"; did you mean '{meant}'?")
 
 
 def test_per_listener_keys_get_a_suggestion_too() -> None:
     message = only_problem(BASE + TWO + "listener.external.tlsKeyFilepath=/k.pem\n")
     assert "listener.external.tlsKeyFilepath" in message
-    assert "not a per-listener key; did you mean `tlsKeyFilePath`?" in message
+    assert "not a per-listener key; did you mean 'tlsKeyFilePath'?" in message
 
 
 def _levenshtein(a: str, b: str) -> int:
@@ -495,3 +495,69 @@ def test_a_rule_fed_by_a_key_that_failed_is_not_run() -> None:
         "bindAddresses=b:pulsar://127.0.0.1:7001\n"
     )
     assert len(found) == 1 and found[0].startswith("advertisedListeners"), found
+
+
+def test_the_entries_that_parse_feed_the_rules_in_the_same_pass() -> None:
+    """One bad entry of advertisedListeners or bindAddresses no longer hides the problems of the
+    other entries (an undeclared listener, two sockets on one port) until a second run."""
+    found = problems(
+        BASE + NO_LEGACY + "advertisedListeners=a:pulsar://h:1,b:gopher://h:2\n"
+        "internalListenerName=zzz\n"
+        "bindAddresses=a:pulsar://127.0.0.1:7000,a:ftp://127.0.0.1:7001,"
+        "c:pulsar://127.0.0.1:7002,b:http://127.0.0.1:7000\n"
+    )
+    assert len(found) == 5, found
+    joined = "\n".join(found)
+    for fragment in (
+        "entry 'b:gopher://h:2': unknown scheme 'gopher'",
+        "entry 'a:ftp://127.0.0.1:7001': unknown scheme 'ftp'",
+        "internalListenerName (test.conf:5): 'zzz' is not declared in advertisedListeners (a, b)",
+        "entry 'c:pulsar://127.0.0.1:7002': listener 'c' is not declared",
+        "entry 'b:http://127.0.0.1:7000' binds 127.0.0.1:7000",
+    ):
+        assert fragment in joined
+    # 'b' is declared by its entry that failed: no problem says otherwise
+    assert "listener 'b' is not declared" not in joined
+
+
+def test_no_socket_is_not_concluded_from_entries_that_failed() -> None:
+    found = problems(BASE + TWO + NO_LEGACY + "bindAddresses=internal:ftp://127.0.0.1:1\n")
+    assert len(found) == 1 and "unknown scheme 'ftp'" in found[0], found
+
+
+def partial_of(text: str) -> tuple[GatewayConfig | None, frozenset[str]]:
+    with pytest.raises(ConfigError) as info:
+        load(text)
+    return info.value.partial, info.value.keys
+
+
+def test_a_config_with_problems_keeps_what_validated_for_the_host_checks() -> None:
+    partial, keys = partial_of(
+        BASE + TWO + TLS + "bindAddresses=internal:pulsar://127.0.0.1:7000,"
+        "external:pulsar+ssl://127.0.0.1:7001,ghost:http://127.0.0.1:7002,internal:ftp://x:1\n"
+        "brokerServicePort=x\nwebServicePortTls=8443\nmaxMessageSize=1\n"
+        "listener.external.tlsKeyFilePath=/own.pem\nlistener.external.tlsKeyStoreType=JKS\n"
+    )
+    assert partial is not None
+    # A failed legacy port opens nothing (not its default); the entries that parse are kept.
+    assert [spec.origin for spec in partial.sockets()] == [
+        "webServicePort",
+        "webServicePortTls",
+        "entry 'internal:pulsar://127.0.0.1:7000'",
+        "entry 'external:pulsar+ssl://127.0.0.1:7001'",
+        "entry 'ghost:http://127.0.0.1:7002'",
+    ]
+    # A listener's key that failed goes alone: its other keys stay.
+    assert partial.tls_for("external").key_file == "/own.pem"
+    assert keys == {
+        "bindAddresses",
+        "brokerServicePort",
+        "maxMessageSize",
+        "listener.external.tlsKeyStoreType",
+    }
+
+
+def test_a_valid_config_has_no_partial_but_a_line_problem_keeps_the_config() -> None:
+    partial, keys = partial_of(BASE + "broken line\n")
+    assert partial is not None and keys == frozenset()
+    assert [spec.origin for spec in partial.sockets()] == ["brokerServicePort", "webServicePort"]
