@@ -45,6 +45,8 @@ STATUS: Mapping[FailureKind, int] = MappingProxyType(
         # chosen listener: nothing to retry, the reason names what there is.
         FailureKind.PROTOCOL_NOT_ADVERTISED: 404,
         FailureKind.NO_PROTOCOL_ENDPOINT: 404,
+        # A topic-list pattern (binary only; the REST list takes none).
+        FailureKind.INVALID_PATTERN: 400,
     }
 )
 # RFC 6750 §3: a 401 names the scheme the client should use.

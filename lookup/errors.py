@@ -62,6 +62,9 @@ class FailureKind(Enum):
     # none of its endpoints belongs to the chosen listener.
     PROTOCOL_NOT_ADVERTISED = "protocol-not-advertised"
     NO_PROTOCOL_ENDPOINT = "no-protocol-endpoint"
+    # A topic-list pattern the broker's filtering throws on (a scheme other than persistent://
+    # or non-persistent://, a regex neither RE2J nor the JDK compiles).
+    INVALID_PATTERN = "invalid-pattern"
 
     @property
     def code(self) -> ServerError:
@@ -112,6 +115,9 @@ _WIRE: dict[FailureKind, tuple[ServerError, bool]] = {
     # HTTP only (404); never sent on the binary protocol.
     FailureKind.PROTOCOL_NOT_ADVERTISED: (ServerError.ServiceNotReady, False),
     FailureKind.NO_PROTOCOL_ENDPOINT: (ServerError.ServiceNotReady, False),
+    # ServerCnx.internalHandleGetTopicsOfNamespace answers the exception as
+    # getClientErrorCode(new ServerMetadataException(ex)): MetadataError.
+    FailureKind.INVALID_PATTERN: (ServerError.MetadataError, False),
 }
 
 

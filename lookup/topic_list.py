@@ -60,16 +60,19 @@ from urllib.parse import unquote_plus
 import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
 
 from pulsar_lookup_gateway.lookup.errors import FailureKind, InvalidTopicName, LookupFailure
+from pulsar_lookup_gateway.lookup.jdk_patterns import jdk_syntax_error, translate
 from pulsar_lookup_gateway.lookup.topics import NamespaceName, TopicDomain, TopicName
 from pulsar_lookup_gateway.lookup.untrusted import printable
 from pulsar_lookup_gateway.lookup.view import ClusterView
 
 __all__ = [
+    "ALL_TOPICS_PATTERN",
     "DEFAULT_PATTERN_BUDGET",
     "DEFAULT_PATTERN_MAX_LENGTH",
     "MANAGED_LEDGERS_ROOT",
     "MAX_PROGRAM_SIZE",
     "RE2_MAX_MEM",
+    "PatternInvalid",
     "PatternRefused",
     "TopicLister",
     "TopicListing",
@@ -84,6 +87,8 @@ __all__ = [
 ]
 
 MANAGED_LEDGERS_ROOT = "/managed-ledgers"
+#: TopicList.ALL_TOPICS_PATTERN: keeps every topic, whatever its characters.
+ALL_TOPICS_PATTERN = ".*"
 #: Pulsar's subscriptionPatternMaxLength default.
 DEFAULT_PATTERN_MAX_LENGTH = 50
 #: Instructions of a pattern's RE2 program above which it is answered unfiltered. A match costs
@@ -198,18 +203,30 @@ def topics_hash(topics: Iterable[str]) -> str:
 # --- patterns -----------------------------------------------------------------------------------
 
 
-def _remove_domain_scheme(pattern: str) -> str | None:
-    """The pattern without a leading `persistent://` / `non-persistent://` scheme (anything may
-    stand before the domain, e.g. `^`); None when the part before `://` is not a domain."""
-    if "://" not in pattern:
+_SCHEME_SEPARATOR = "://"
+
+
+def _remove_domain_scheme(pattern: str) -> str | PatternInvalid:
+    """TopicList.removeTopicDomainScheme: the pattern without a leading `persistent://` /
+    `non-persistent://` (anything may stand before the domain, e.g. `^`; after a second
+    `://` the rest is dropped, as Java's split keeps part 1 only). Another scheme makes the
+    broker's filtering throw: the request's error (PatternInvalid)."""
+    if _SCHEME_SEPARATOR not in pattern:
         return pattern
-    parts = pattern.split("://")
-    prefix = parts[0]
-    rest = parts[1] if len(parts) > 1 else ""
+    parts = pattern.split(_SCHEME_SEPARATOR)
+    while len(parts) > 1 and not parts[-1]:
+        parts.pop()  # Java's String.split drops trailing empty strings
+    if len(parts) < 2:
+        return PatternInvalid(
+            "java.lang.ArrayIndexOutOfBoundsException: Index 1 out of bounds for length 1"
+        )
+    prefix, rest = parts[0], parts[1]
     for domain in (TopicDomain.NON_PERSISTENT.value, TopicDomain.PERSISTENT.value):
         if prefix.endswith(domain):
             return prefix[: -len(domain)] + rest
-    return None
+    return PatternInvalid(
+        "java.lang.IllegalArgumentException: Does not support topic domain: " + printable(prefix)
+    )
 
 
 class _Regexp(Protocol):
@@ -230,23 +247,33 @@ def _re2_options() -> object:
 
 
 _OPTIONS = _re2_options()
+# RE2's refusal of a program over RE2_MAX_MEM: a bound of the gateway's (RE2J compiles it).
+_TOO_LARGE = "pattern too large"
 
 
 @dataclass(frozen=True, slots=True)
 class TopicsPattern:
-    """A client's pattern as RE2 compiled it, its scheme removed."""
+    """A client's pattern as RE2 compiled it, its scheme removed. `engine`: whose meaning it
+    has, ``re2j`` (RE2J compiles it: RE2 means the same) or ``jdk`` (RE2J refuses it: the
+    broker's JDK fallback, translated exactly by lookup.jdk_patterns); `match_all`: Pulsar's
+    ``.*``, which keeps every topic (TopicsPatternFactory.matchAll)."""
 
     regex: str
     program_size: int
-    _compiled: _Regexp = field(repr=False, compare=False)
+    _compiled: _Regexp | None = field(repr=False, compare=False)
+    engine: str = "re2j"
+
+    @property
+    def match_all(self) -> bool:
+        return self._compiled is None
 
     def fullmatch(self, name: str) -> bool:
         """Whether `name` matches as a whole (Java's ``matches()``)."""
-        return self._compiled.fullmatch(name.encode("utf-8", "surrogatepass")) is not None
+        return self.fullmatch_utf8(name.encode("utf-8", "surrogatepass"))
 
     def fullmatch_utf8(self, name: bytes) -> bool:
         """The same for a name in UTF-8."""
-        return self._compiled.fullmatch(name) is not None
+        return self._compiled is None or self._compiled.fullmatch(name) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,32 +283,35 @@ class PatternRefused:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class PatternInvalid:
+    """A pattern the broker's filtering fails on (an unsupported scheme; a regex neither RE2J
+    nor the JDK compiles): GET_TOPICS_OF_NAMESPACE answers MetadataError with this text, as
+    ServerCnx.internalHandleGetTopicsOfNamespace answers the exception."""
+
+    message: str
+
+
 def _has_byte_escape(regex: str) -> bool:
-    """Whether `regex` uses ``\\C``. Conservative: a ``\\C`` between ``\\Q`` and ``\\E``
-    (a literal there) counts too, and only costs an unfiltered answer."""
-    escaped = False
-    for char in regex:
-        if escaped:
-            if char == "C":
-                return True
-            escaped = False
-        elif char == "\\":
-            escaped = True
+    """Whether `regex` uses ``\\C`` (outside ``\\Q...\\E``, where it is literal)."""
+    index = 0
+    while index < len(regex) - 1:
+        if regex[index] != "\\":
+            index += 1
+        elif regex[index + 1] == "Q":
+            end = regex.find("\\E", index + 2)
+            if end < 0:
+                return False
+            index = end + 2
+        elif regex[index + 1] == "C":
+            return True
+        else:
+            index += 2
     return False
 
 
-@functools.lru_cache(maxsize=256)
-def compile_topics_pattern(pattern: str, max_length: int) -> TopicsPattern | PatternRefused:
-    """The pattern compiled by RE2 (without its domain scheme), or why the list is answered
-    unfiltered (the module's rules). Kept for the last 256 (pattern, bound) pairs, refusals
-    too; each pattern is at most `max_length` characters."""
-    if len(pattern) > max_length:
-        return PatternRefused(f"longer than {max_length} characters")
-    regex = _remove_domain_scheme(pattern)
-    if regex is None:
-        return PatternRefused("a scheme other than persistent:// or non-persistent://")
-    if _has_byte_escape(regex):
-        return PatternRefused("\\C (one byte) is RE2's own")
+def _re2(regex: str) -> _Regexp | PatternRefused:
+    """RE2's compile of `regex` (RE2J's meaning), or why it refuses it."""
     try:
         compiled: _Regexp = re2.compile(regex, _OPTIONS)
     except re2.error as error:
@@ -294,7 +324,47 @@ def compile_topics_pattern(pattern: str, max_length: int) -> TopicsPattern | Pat
     size = compiled.programsize
     if size > MAX_PROGRAM_SIZE:
         return PatternRefused(f"an RE2 program of {size} instructions (over {MAX_PROGRAM_SIZE})")
-    return TopicsPattern(regex, size, compiled)
+    return compiled
+
+
+def _jdk_fallback(
+    regex: str, refused: PatternRefused
+) -> TopicsPattern | PatternRefused | PatternInvalid:
+    """What the broker does with a pattern RE2J refuses: the JDK compiles it (or fails)."""
+    error = jdk_syntax_error(regex)
+    if error is not None:
+        return PatternInvalid(f"java.util.regex.PatternSyntaxException: {printable(error)}")
+    translated = translate(regex)
+    if translated is None:
+        return PatternRefused(f"{refused.reason} (the broker's JDK fallback would apply it)")
+    compiled = _re2(translated)
+    if isinstance(compiled, PatternRefused):
+        return PatternRefused(f"{refused.reason}; in the JDK's meaning, {compiled.reason}")
+    return TopicsPattern(regex, compiled.programsize, compiled, "jdk")
+
+
+@functools.lru_cache(maxsize=256)
+def compile_topics_pattern(
+    pattern: str, max_length: int
+) -> TopicsPattern | PatternRefused | PatternInvalid:
+    """The pattern compiled by RE2 (without its domain scheme), why the list is answered
+    unfiltered, or the broker's error for it (the module's rules). Kept for the last 256
+    (pattern, bound) pairs, refusals too; each pattern is at most `max_length` characters."""
+    if len(pattern) > max_length:
+        return PatternRefused(f"longer than {max_length} characters")
+    regex = _remove_domain_scheme(pattern)
+    if isinstance(regex, PatternInvalid):
+        return regex
+    if regex == ALL_TOPICS_PATTERN:
+        return TopicsPattern(regex, 0, None)
+    if _has_byte_escape(regex):  # RE2's own: RE2J refuses it, and so does the JDK
+        return _jdk_fallback(regex, PatternRefused("\\C (one byte) is RE2's own"))
+    compiled = _re2(regex)
+    if isinstance(compiled, PatternRefused):
+        if compiled.reason.startswith("RE2 refuses it") and _TOO_LARGE not in compiled.reason:
+            return _jdk_fallback(regex, compiled)
+        return compiled  # (RE2J compiles it: over the gateway's bounds)
+    return TopicsPattern(regex, compiled.programsize, compiled)
 
 
 def _match_key(topic: str) -> bytes:
@@ -371,7 +441,8 @@ class TopicLister:
     ) -> TopicListing:
         """The persistent topics of `namespace` as the broker answers them. A namespace that
         does not exist lists no topics (as the broker's metadata store answers an absent
-        parent), and its managed-ledger path is never read."""
+        parent), and its managed-ledger path is never read. A pattern the broker's filtering
+        fails on raises LookupFailure INVALID_PATTERN (binary MetadataError)."""
         if view.policies(namespace) is None:
             listed = _Listed((), (), topics_hash(()))
         else:
@@ -383,8 +454,12 @@ class TopicLister:
                 if self.evaluate_patterns
                 else PatternRefused("broker-side pattern evaluation is off")
             )
+            if isinstance(compiled, PatternInvalid):
+                raise LookupFailure(FailureKind.INVALID_PATTERN, compiled.message)
             if isinstance(compiled, PatternRefused):
                 refused = compiled.reason
+            elif compiled.match_all:
+                pass  # TopicsPatternFactory.matchAll: the whole list, filtered
             else:
                 listed = self._filter(namespace, pattern, compiled, listed)
                 refused = listed.refused
