@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -34,12 +35,13 @@ def write_config(path: Path, metadata: str) -> Path:
 class Running:
     """A gateway process; waits (bounded) until every socket logged its address."""
 
-    def __init__(self, *args: str, sockets: int = 4) -> None:
+    def __init__(self, *args: str, sockets: int = 4, env: dict[str, str] | None = None) -> None:
         self.process = subprocess.Popen(
             [EXE, *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            env={**os.environ, **env} if env else None,
         )
         self.lines: list[str] = []
         self.urls: dict[tuple[str, str], str] = {}  # (scheme, listener) -> url

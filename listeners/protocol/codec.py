@@ -167,7 +167,7 @@ class FrameDecoder:
             body = self._next_body()
             return None if body is None else decode_command(body)
         except RemoteProtocolError as exc:
-            self._failure = exc
+            self._fail(exc)
             raise
 
     def next_body(self) -> bytes | None:
@@ -178,7 +178,7 @@ class FrameDecoder:
         try:
             return self._next_body()
         except RemoteProtocolError as exc:
-            self._failure = exc
+            self._fail(exc)
             raise
 
     def bodies(self) -> list[bytes]:
@@ -208,7 +208,7 @@ class FrameDecoder:
         try:
             body = self._next_body()  # a frame the loop stopped at: complete, short or bad
         except RemoteProtocolError as exc:
-            self._failure = exc
+            self._fail(exc)
             if not found:
                 raise
             return found
@@ -218,6 +218,14 @@ class FrameDecoder:
             buf.clear()
             self._pos = 0
         return found
+
+    def _fail(self, failure: RemoteProtocolError) -> None:
+        """Broken for good: nothing fed is kept until the connection object goes, neither the
+        buffer nor the read itself (the failure's traceback holds the frames that had it, so a
+        copy without one is kept)."""
+        self._failure = RemoteProtocolError(str(failure))
+        self._buf = bytearray()
+        self._pos = 0
 
     def _check_usable(self) -> None:
         if self._failure is not None:

@@ -56,16 +56,6 @@ class Tally:
         self.latencies.extend(other.latencies)
 
 
-def rss_mib() -> float:
-    """This process's resident memory now (not its peak: an earlier test's peak would hide
-    growth)."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS in /proc/self/status")
-
-
 def gateway_config(metadata: str, extra: str = "") -> Any:
     text = (
         f"metadataStoreUrl={metadata}\n"

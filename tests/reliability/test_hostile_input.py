@@ -13,6 +13,7 @@ import asyncio
 import base64
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -32,7 +33,8 @@ from pulsar_lookup_gateway.lookup.topics import MAX_TOPIC_NAME_BYTES
 from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper
 from pulsar_lookup_gateway.metadata_store.synthetic import cluster, topic_in_range
 from tests.broker_peer import RawClient
-from tests.reliability.harness import binary_port, gateway_on, http_url, rss_mib, scale
+from tests.reliability.child_gateway import MIB, ChildGateway
+from tests.reliability.harness import binary_port, gateway_on, http_url, scale
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.zookeeper
@@ -172,24 +174,28 @@ async def test_made_up_tenants_leave_no_watch_with_authorization_on(
     assert paths_after == paths_before
 
 
-async def test_long_names_are_refused_and_cost_no_memory(
-    private_zookeeper: EmbeddedZooKeeper,
-) -> None:
+async def test_long_names_are_refused_and_cost_no_memory(tmp_path: Path) -> None:
+    """Measured in a child gateway (tests/reliability/child_gateway.py): in this process, what
+    other tests and the client's own 10 MB batches left behind moved the figure by tens of MiB."""
     count, size = int(scale(800, 3000)), 100_000
-    async with (
-        gateway_on(private_zookeeper, cluster(owned=OWNED)) as gateway,
-        await RawClient.open("127.0.0.1", binary_port(gateway)) as client,
-    ):
-        await client.handshake()
-        before = rss_mib()
-        for start in range(0, count, 100):
-            names = [f"persistent://public/default/{n:06d}" + "x" * size for n in range(100)]
-            answers = await pipelined(client, names, start + 1)
-            assert errors(answers) == {"InvalidTopicName"}
-            assert all(len(a.message) < 400 for a in answers)  # the name is not echoed whole
-        grown = rss_mib() - before
-    print(f"\n{count} lookups of {size // 1000} KB names: RSS grew {grown:.1f} MiB")
-    assert grown < 40  # was ~240 MiB: every name was cached with its answer
+    with ChildGateway(tmp_path, cluster(owned=OWNED)) as gateway:
+        async with await RawClient.open("127.0.0.1", gateway.port) as client:
+            await client.handshake()
+            assert errors(await pipelined(client, [KNOWN])) == {"answer"}  # warm
+            before = gateway.resident()
+            gateway.reset_peak()
+            for start in range(0, count, 100):
+                names = [f"persistent://public/default/{n:06d}" + "x" * size for n in range(100)]
+                answers = await pipelined(client, names, start + 1)
+                assert errors(answers) == {"InvalidTopicName"}
+                assert all(len(a.message) < 400 for a in answers)  # the name is not echoed whole
+            kept, peak = gateway.resident() - before, gateway.peak() - before
+    print(
+        f"\n{count} lookups of {size // 1000} KB names: the gateway kept {kept / MIB:.1f} MiB "
+        f"(peak +{peak / MIB:.1f} MiB)"
+    )
+    assert kept < 8 * MIB  # was ~240 MiB: every name was cached with its answer
+    assert peak < 64 * MIB  # one read of 100 names (10 MB) at a time, not all of them
 
 
 async def test_the_answer_cache_is_bounded_by_bytes(

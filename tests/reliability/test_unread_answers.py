@@ -12,51 +12,23 @@ from __future__ import annotations
 import asyncio
 import socket
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import BaseCommand, Schema
-from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
 from pulsar_lookup_gateway.metadata_store.synthetic import cluster
 from tests.broker_peer import BrokerPeer, RawClient
-from tests.processes import Running
+from tests.reliability.child_gateway import MIB, ChildGateway
 
 TOPIC = "persistent://public/default/big-schema"
 SCHEMA_BYTES = 1024 * 1024
 REQUESTS = 150  # per non-reading client
 ATTACKERS = 2
-MIB = 1024 * 1024
 # The gateway's peak memory may grow by this much for the whole attack (its bounds: 2 x 16 MiB
 # of unread answers, plus the answers in flight; measured ~20 MiB); with the in-flight limit
 # alone it grew ~124 MiB, with neither ~300 MiB.
 GROWTH_BOUND = 64 * MIB
-
-
-def peak_rss(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmHWM")
-
-
-def start_gateway(tmp_path: Path, nodes: dict[str, Any]) -> tuple[Running, int]:
-    """The gateway as a child process on one binary socket (no keep-alive: the test decides
-    when a connection goes), serving `nodes`; and its port."""
-    write_snapshot(tmp_path / "cluster.json", nodes)
-    conf = tmp_path / "gateway.conf"
-    conf.write_text(
-        f"metadataStoreUrl=file:{tmp_path / 'cluster.json'}\n"
-        "advertisedListeners=internal:pulsar://127.0.0.1:6650\n"
-        "bindAddresses=internal:pulsar://127.0.0.1:0\n"
-        "internalListenerName=internal\n"
-        "brokerServicePort=\nwebServicePort=\n"
-        "keepAliveIntervalSeconds=0\n"
-    )
-    gateway = Running("run", "--config", str(conf), sockets=1)
-    return gateway, int(gateway.urls[("pulsar", "internal")].rsplit(":", 1)[1])
 
 
 async def open_non_reader(port: int) -> tuple[socket.socket, RawClient]:
@@ -81,16 +53,17 @@ async def test_unread_forwarded_answers_are_bounded(tmp_path: Path) -> None:
         nodes["/loadbalance/brokers/b1:8080"]["advertisedListeners"]["internal"][
             "brokerServiceUrl"
         ] = peer.url
-        gateway, port = start_gateway(tmp_path, nodes)
+        gateway = ChildGateway(tmp_path, nodes)
+        port = gateway.port
         try:
-            pid = gateway.process.pid
             # a reading client first: the schema comes through whole
             async with await RawClient.open("127.0.0.1", port) as reader:
                 await reader.handshake()
                 reader.send(codec.get_schema(TOPIC, 1))
                 first = await reader.expect(timeout=30)
                 assert len(first.getSchemaResponse.schema.schema_data) == SCHEMA_BYTES
-                before = peak_rss(pid)
+                before = gateway.resident()
+                gateway.reset_peak()
                 attackers = [await open_non_reader(port) for _ in range(ATTACKERS)]
                 for _, client in attackers:
                     client.send(b"".join(codec.get_schema(TOPIC, n) for n in range(REQUESTS)))
@@ -105,7 +78,7 @@ async def test_unread_forwarded_answers_are_bounded(tmp_path: Path) -> None:
                 second = await reader.expect(timeout=30)
                 assert second.type == BaseCommand.GET_SCHEMA_RESPONSE
                 assert len(second.getSchemaResponse.schema.schema_data) == SCHEMA_BYTES
-                grown = peak_rss(pid) - before
+                grown = gateway.peak() - before
                 asked = peer.topics_seen("GET_SCHEMA").count(TOPIC)
                 print(f"\nbroker asked {asked} times; gateway peak RSS grew {grown / MIB:.0f} MiB")
                 assert asked <= 2 + 64 * ATTACKERS
@@ -127,15 +100,16 @@ async def test_answers_made_in_one_read_are_weighed_as_they_are_made(tmp_path: P
     nodes = cluster(brokers=1, owned={})
     for n in range(1000):
         nodes[f"/managed-ledgers/public/default/persistent/topic-with-a-longer-name-{n:05d}"] = {}
-    gateway, port = start_gateway(tmp_path, nodes)
+    gateway = ChildGateway(tmp_path, nodes)
+    port = gateway.port
     try:
-        pid = gateway.process.pid
         async with await RawClient.open("127.0.0.1", port) as reader:
             await reader.handshake()
             reader.send(codec.get_topics_of_namespace("public/default", 1))
             warm = (await reader.expect(timeout=30)).getTopicsOfNamespaceResponse
             assert len(warm.topics) == 1000
-            before = peak_rss(pid)
+            before = gateway.resident()
+            gateway.reset_peak()
             raw, attacker = await open_non_reader(port)
             attacker.send(
                 b"".join(codec.get_topics_of_namespace("public/default", n) for n in range(3000))
@@ -144,7 +118,7 @@ async def test_answers_made_in_one_read_are_weighed_as_they_are_made(tmp_path: P
             reader.send(codec.get_topics_of_namespace("public/default", 2))
             again = (await reader.expect(timeout=30)).getTopicsOfNamespaceResponse
             assert len(again.topics) == 1000  # the reading client is served meanwhile
-            grown = peak_rss(pid) - before
+            grown = gateway.peak() - before
             print(f"\ngateway peak RSS grew {grown / MIB:.0f} MiB")
             assert grown < GROWTH_BOUND
             raw.close()

@@ -6,7 +6,9 @@ wire type; varints little-endian base 128), independently of the protobuf librar
 
 from __future__ import annotations
 
+import contextlib
 import struct
+import sys
 from collections.abc import Callable, Iterable
 
 import pytest
@@ -403,6 +405,34 @@ def test_frame_over_the_cap_is_rejected_from_its_header(total_size: int) -> None
     decoder.feed(struct.pack(">I", total_size))
     with pytest.raises(RemoteProtocolError, match="exceeds the limit"):
         decoder.next_command()
+
+
+@pytest.mark.parametrize("read", ["next_command", "next_body", "bodies"])
+def test_a_failed_decoder_holds_none_of_the_bytes_it_was_fed(read: str) -> None:
+    # A stranger's first read (up to 256 KiB) behind an oversized header: the connection is
+    # closed, but until its object goes the decoder would keep the read.
+    decoder = FrameDecoder(max_frame_size=64)
+    decoder.feed(struct.pack(">II", 2**20, 2**20 - 4) + b"\0" * 256 * 1024)
+    with pytest.raises(RemoteProtocolError, match="exceeds the limit"):
+        getattr(decoder, read)()
+    assert decoder.buffered_size == 0
+    with pytest.raises(RemoteProtocolError, match="already failed"):
+        decoder.feed(b"more")
+
+
+def test_a_failed_decoder_keeps_no_frame_of_its_caller_alive() -> None:
+    # The server's read handler had the read in a local; a failure kept with its traceback
+    # kept that frame, and so the read, for as long as the connection object lived.
+    def read(decoder: FrameDecoder, data: bytes) -> None:
+        decoder.feed(data)
+        decoder.next_command()
+
+    decoder = FrameDecoder(max_frame_size=64)
+    data = struct.pack(">II", 2**20, 2**20 - 4) + b"\0" * 1024
+    held = sys.getrefcount(data)
+    with contextlib.suppress(RemoteProtocolError):
+        read(decoder, data)
+    assert sys.getrefcount(data) == held
 
 
 def test_frame_over_the_default_cap_is_rejected_after_its_first_8_bytes() -> None:
