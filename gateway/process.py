@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from pulsar_lookup_gateway.gateway import factories
 from pulsar_lookup_gateway.gateway.logs import ACCESS_LOGGER
+from pulsar_lookup_gateway.gateway.socket_names import CannotListen
 from pulsar_lookup_gateway.gateway.version import gateway_version
 from pulsar_lookup_gateway.http_api.app import build_app
 from pulsar_lookup_gateway.http_api.server import HttpServer
@@ -123,7 +124,10 @@ class Gateway:
             for spec in specs:
                 context = self.tls.context_for(spec.listener) if spec.tls else None
                 server = self._server_for(spec, context)
-                await server.start()
+                try:
+                    await server.start()
+                except OSError as exc:  # its entry named, not only the address
+                    raise CannotListen(spec, exc) from exc
                 self.servers.append((spec, server))
         except BaseException:
             await self.stop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 import tempfile
@@ -11,7 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from pulsar_lookup_gateway.console.exit_codes import EXIT_FAILED, EXIT_USAGE
-from pulsar_lookup_gateway.gateway.startup import load_or_report, serve_config, setup_logging
+from pulsar_lookup_gateway.gateway.startup import (
+    bind_problems,
+    load_or_report,
+    serve_config,
+    setup_logging,
+)
 from pulsar_lookup_gateway.listeners.config import GatewayConfig
 from pulsar_lookup_gateway.listeners.endpoints import Endpoint
 from pulsar_lookup_gateway.metadata_store.admin import connected, seed
@@ -24,6 +30,8 @@ from pulsar_lookup_gateway.tls.devcerts import standalone_tls_env
 
 PROG = "pulsar-lookup-gateway"
 MAX_PORT = 65535
+#: Offsets `standalone` suggests when a port of the demo is taken (a local Pulsar's 6650, 8080).
+SUGGESTED_OFFSETS = (10000, 20000, 30000, 40000, 50000)
 #: The legacy untagged ports: key in the config file -> GatewayConfig field.
 _LEGACY_PORTS = {
     "brokerServicePort": "broker_service_port",
@@ -58,6 +66,16 @@ def cmd_standalone(args: argparse.Namespace) -> int:
             except PortOffsetError as exc:
                 print(f"standalone: --port-offset {args.port_offset}: {exc}", file=sys.stderr)
                 return EXIT_USAGE
+            # Before anything starts or is printed: a local Pulsar holds 6650 and 8080.
+            taken = bind_problems(config.sockets())
+            if taken:
+                print(f"standalone: {len(taken)} socket(s) cannot listen:", file=sys.stderr)
+                for problem in taken:
+                    print(f"  - {problem}", file=sys.stderr)
+                if any(IN_USE_ERROR in problem for problem in taken):
+                    hint = offset_hint(loaded.config, args.port_offset)
+                    print(f"standalone: {hint}", file=sys.stderr)
+                return EXIT_FAILED
             try:
                 zookeeper.start()
             except ZooKeeperUnavailable as exc:
@@ -69,7 +87,8 @@ def cmd_standalone(args: argparse.Namespace) -> int:
                 config, zookeeper.connect_string, args.snapshot, Path(certs)
             )
             print(banner)
-            return serve_config(config)
+            # Taken between the check above and now: no time to look for a free offset.
+            return serve_config(config, in_use_hint=f"{IN_USE} with --port-offset N")
     finally:
         zookeeper.close()
 
@@ -128,6 +147,26 @@ def shift_ports(config: GatewayConfig, offset: int) -> GatewayConfig:
         if port:
             update[field] = port + offset
     return config.model_copy(update=update)
+
+
+def offset_hint(config: GatewayConfig, current: int) -> str:
+    """What to do about a port in use: the first of SUGGESTED_OFFSETS that this config takes
+    and whose every port is free now."""
+    for offset in SUGGESTED_OFFSETS:
+        if offset == current:
+            continue
+        try:
+            moved = shift_ports(config, offset)
+        except PortOffsetError:
+            continue
+        if not bind_problems(moved.sockets()):
+            return f"{IN_USE} with `{PROG} standalone --port-offset {offset}` (free now)"
+    return f"{IN_USE} with `{PROG} standalone --port-offset N`"
+
+
+IN_USE_ERROR = os.strerror(errno.EADDRINUSE)  # "Address already in use"
+#: The start of the hint for a port in use.
+IN_USE = "another process (a local Pulsar?) listens there: move every port of the config"
 
 
 def _standalone_banner(

@@ -5,6 +5,7 @@ stops it."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import socket
@@ -22,6 +23,7 @@ from pulsar_lookup_gateway.gateway.logs import (
     resolve_level,
     text_formatter,
 )
+from pulsar_lookup_gateway.gateway.socket_names import CannotListen
 from pulsar_lookup_gateway.listeners.auth import AuthConfigError
 from pulsar_lookup_gateway.listeners.config import (
     ConfigError,
@@ -94,9 +96,14 @@ def report_host_problems(path: Path, problems: list[str]) -> None:
 
 
 def serve_config(
-    config: GatewayConfig, *, reuse_port: bool = False, access_log: bool | None = None
+    config: GatewayConfig,
+    *,
+    reuse_port: bool = False,
+    access_log: bool | None = None,
+    in_use_hint: str = "",
 ) -> int:
-    """Run a gateway until a signal stops it. `access_log`: None, as setup_logging() set it."""
+    """Run a gateway until a signal stops it. `access_log`: None, as setup_logging() set it.
+    `in_use_hint`: added to the error when a socket's address is in use."""
     # The servers load here, not when a command that serves nothing starts.
     from pulsar_lookup_gateway.gateway.process import Gateway, serve
 
@@ -105,7 +112,12 @@ def serve_config(
     try:
         asyncio.run(serve(Gateway(config, reuse_port=reuse_port, access_log=access_log)))
     except (TlsConfigError, AuthConfigError, SnapshotError, OSError) as exc:
-        logging.getLogger("pulsar_lookup_gateway.gateway.process").error("cannot start: %s", exc)
+        hint = ""
+        if isinstance(exc, CannotListen) and exc.errno == errno.EADDRINUSE and in_use_hint:
+            hint = f"; {in_use_hint}"
+        logging.getLogger("pulsar_lookup_gateway.gateway.process").error(
+            "cannot start: %s%s", exc, hint
+        )
         return EXIT_FAILED
     return EXIT_OK
 
@@ -178,22 +190,19 @@ def bind_problems(specs: list[SocketSpec]) -> list[str]:
     with ExitStack() as bound:
         for spec in specs:
             host, port = spec.endpoint.host, spec.endpoint.port
-            where = spec.origin if spec.listener is None else f"bindAddresses: {spec.origin}"
             try:
                 # Every address the host resolves to, as asyncio's create_server binds them.
                 infos = socket.getaddrinfo(
                     host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
                 )
             except OSError as exc:
-                problems.append(f"{where}: cannot resolve {host}: {exc.strerror or exc}")
+                problems.append(str(CannotListen(spec, exc)))
                 continue
             try:
                 for family, _type, _proto, _name, address in dict.fromkeys(infos):
                     _listen(bound.enter_context(socket.socket(family)), address)
             except OSError as exc:
-                problems.append(
-                    f"{where}: cannot bind {spec.endpoint.address}: {exc.strerror or exc}"
-                )
+                problems.append(str(CannotListen(spec, exc)))
     return problems
 
 
