@@ -26,6 +26,7 @@ from pulsar_lookup_gateway.gateway.startup import (
     setup_logging,
 )
 from pulsar_lookup_gateway.gateway.version import gateway_version
+from pulsar_lookup_gateway.gateway.watch_command import add_parser as add_watch_parser
 from pulsar_lookup_gateway.listeners.config import ConfigError, GatewayConfig, load_config
 from pulsar_lookup_gateway.lookup.errors import LookupFailure
 from pulsar_lookup_gateway.lookup.protocol_data import PROTOCOL_NAME_RULE, is_protocol_name
@@ -180,6 +181,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     zones_cli.add_arguments(zones, master_default=zones_cli.DEFAULT_MASTER)
     zones.set_defaults(handler=zones_cli.run)
+    add_watch_parser(sub)  # (gateway.watch_command)
     for command in sub.choices.values():
         _add_log_options(command)
     return parser

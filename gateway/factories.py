@@ -7,6 +7,7 @@ from __future__ import annotations
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from prometheus_client import CollectorRegistry
 
+from pulsar_lookup_gateway.http_api.watch import WatchSettings
 from pulsar_lookup_gateway.listeners.auth import (
     MIN_SECRET_BYTES,
     AuthConfigError,
@@ -39,6 +40,17 @@ def binary_settings(config: GatewayConfig, listener: str | None) -> BinarySettin
         max_message_size=config.max_message_size,
         proxy_protocol=config.settings_for(listener).proxy_protocol,
         trusted_proxies=config.trusted_proxies(),
+    )
+
+
+def watch_settings(config: GatewayConfig) -> WatchSettings:
+    """The bounds of the ownership watch's streams (the watch* keys)."""
+    return WatchSettings(
+        max_topics=config.watch_max_topics_per_stream,
+        max_streams_per_address=config.watch_max_streams_per_address,
+        max_streams_per_role=config.watch_max_streams_per_role,
+        max_frame_bytes=config.watch_max_frame_bytes,
+        stalled_reader_timeout=config.watch_stalled_reader_timeout_seconds,
     )
 
 

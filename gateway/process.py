@@ -168,6 +168,7 @@ class Gateway:
             trusted_proxies=self.config.trusted_proxies(),
             forwarded_headers=self.config.trusted_forwarded_headers,
             broker_link=self.broker_link,
+            watch_settings=factories.watch_settings(self.config),
         )
         return HttpServer(
             spec,

@@ -47,10 +47,13 @@ from pulsar_lookup_gateway.http_api.openapi import OPENAPI
 from pulsar_lookup_gateway.http_api.protocols import ProtocolLookups
 from pulsar_lookup_gateway.http_api.schemas import schema_json, version_bytes
 from pulsar_lookup_gateway.http_api.server import client_of
+from pulsar_lookup_gateway.http_api.watch import PATH as WATCH_PATH
+from pulsar_lookup_gateway.http_api.watch import WatchEndpoint, WatchSettings, watches_for
 from pulsar_lookup_gateway.listeners.auth import (
     AuthenticationFailed,
     Authenticator,
     Credentials,
+    Identity,
     ListenerGuard,
     bearer_token,
     not_authenticated,
@@ -112,13 +115,15 @@ def build_app(
     forwarded_headers: Sequence[str] = HEADERS,
     broker_link: BrokerLink | None = None,
     authenticate_metrics: bool = True,
+    watch_settings: WatchSettings | None = None,
 ) -> web.Application:
     """The application for one socket; `listener` is the listener that socket is tagged with.
     `authenticator`: who must authenticate, and how (None: nobody, any listener name);
     `super_users`: the roles that may read the listener table where authentication is on;
     `trusted_proxies`: peers whose X-Forwarded-For / Forwarded headers are believed;
     `forwarded_headers`: which of the two, in order of preference (trustedForwardedHeaders);
-    `authenticate_metrics`: authenticateMetricsEndpoint."""
+    `authenticate_metrics`: authenticateMetricsEndpoint; `watch_settings`: the watch* keys
+    (the ownership watch of `service`'s process, shared by its sockets, is made with them)."""
     routes = _Routes(
         service, listener, listener_table, authenticator or Authenticator(), super_users
     )
@@ -127,6 +132,7 @@ def build_app(
     routes.broker_link = broker_link  # None: requests only a broker can answer fail (503)
     routes.authenticate_metrics = authenticate_metrics
     routes.protocols = ProtocolLookups(service, broker_link)
+    routes.watches = WatchEndpoint(watches_for(service, watch_settings))
     # No middleware: aiohttp adds a layer of its own to every request once there is one, and a
     # lookup is cheap enough for that to show. Topic routes answer their failures themselves
     # (mapped in http_api.errors); anything else ends in the catch-all route below.
@@ -143,6 +149,7 @@ def build_app(
             web.get(_NAMESPACE_TOPICS, routes.namespace_topics),
             web.get(_SCHEMA_PATH, routes.schema),
             web.get(_SCHEMA_PATH + f"/{{version:{_SEGMENT}}}", routes.schema),
+            web.get(WATCH_PATH, routes.watch),
             web.get("/admin/v2/gateway/listeners", routes.listeners),
             web.get("/status.html", routes.status_page),
             web.get("/health", routes.health),
@@ -155,6 +162,7 @@ def build_app(
     # method; both as JSON like every other error.
     # ([\s\S], not '.': a decoded path may hold a newline.)
     routes.catch_all = app.router.add_route("*", r"/{path:[\s\S]*}", routes.no_route).resource
+    app.on_shutdown.append(routes.watches.close_all)
     return app
 
 
@@ -177,6 +185,7 @@ class _Routes:
         self.forwarded_headers: tuple[str, ...] = HEADERS
         self.broker_link: BrokerLink | None = None
         self.protocols = ProtocolLookups(service, None)
+        self.watches: WatchEndpoint | None = None
         self.catch_all: web.AbstractResource | None = None
         self.authenticate_metrics = True
 
@@ -233,6 +242,21 @@ class _Routes:
             self.service.log_refused("http", client, choice, request.rel_url.raw_path, failure)
             return failure_response(failure)
         return web.json_response(answer.to_json())
+
+    async def watch(self, request: web.Request) -> web.StreamResponse:
+        """The ownership watch (http_api.watch): its upgrade request is routed and
+        authenticated as a lookup, once for the stream."""
+        unnamed, client = self._route(request)
+        try:
+            identity = self._identity(request, unnamed.guard)
+            route = self._choose(request, unnamed, client, None)
+            if route.guard is not unnamed.guard:  # the named listener requires authentication
+                identity = self._identity(request, route.guard)
+        except LookupFailure as failure:
+            self.service.log_refused("http", client, None, None, failure)
+            return failure_response(failure)
+        assert self.watches is not None
+        return await self.watches.serve(request, route, identity, client)
 
     async def bundle(self, request: web.Request) -> web.Response:
         try:
@@ -342,14 +366,26 @@ class _Routes:
         return self.router.route(client, server_name), client
 
     def _choose(
-        self, request: web.Request, unnamed: Route, client: ClientOrigin | None, topic: TopicName
+        self,
+        request: web.Request,
+        unnamed: Route,
+        client: ClientOrigin | None,
+        topic: TopicName | None,
     ) -> Route:
-        """The route of a lookup of `topic`: to the listener the request names (listenerName,
-        then X-Pulsar-ListenerName) if it may, else `unnamed` (Router.decide)."""
+        """The route of a lookup of `topic` (None: of a watch stream's topics): to the listener
+        the request names (listenerName, then X-Pulsar-ListenerName) if it may, else `unnamed`
+        (Router.decide)."""
         explicit = request.query.get("listenerName") if request.query_string else None
         header = request.headers.get(LISTENER_HEADER)
         if not explicit and not header:  # (the common case: clients name none)
             return unnamed
+        if topic is None:
+            route = self.router.named(unnamed, explicit, header)
+            refused = self.router.refusal(route)
+            if refused is not None:
+                self.service.refuse("http", client, route.choice, None, refused)
+                raise refused
+            return route
         return self.router.decide(
             unnamed, explicit, header, protocol="http", client=client, topic=topic
         )
@@ -358,6 +394,13 @@ class _Routes:
         """The role the request authenticates as under `guard` (by default the guard of its
         route); None where the guard requires no authentication. Raises
         LookupFailure(NOT_AUTHENTICATED)."""
+        identity = self._identity(request, guard)
+        return identity.role if identity is not None else None
+
+    def _identity(
+        self, request: web.Request, guard: ListenerGuard | None = None
+    ) -> Identity | None:
+        """`_role`'s identity (its token's expiry too)."""
         if guard is None:
             guard = self._route(request)[0].guard
         if not guard.required and guard.certificate_of is None:
@@ -377,10 +420,9 @@ class _Routes:
             peer_certificate=verified_peer_certificate(ssl_object),
         )
         try:
-            identity = guard.authenticate(credentials)
+            return guard.authenticate(credentials)
         except AuthenticationFailed as failed:
             raise not_authenticated(failed.reason) from None
-        return identity.role if identity is not None else None
 
     def _authenticated(self, request: web.Request) -> web.Response | None:
         """None if the request may use an operations route, else the 401 answer."""

@@ -179,7 +179,9 @@ class _Guarded(asyncio.Protocol):
             return
         heads_before = inner._request_count
         inner.data_received(data)
-        if inner._request_count != heads_before:
+        if inner._upgraded:  # a WebSocket (the ownership watch) keeps deadlines of its own
+            self._cancel()
+        elif inner._request_count != heads_before:
             self._cancel()  # a head completed
         elif self._deadline is None:
             self._deadline = self._loop.call_later(
@@ -364,6 +366,7 @@ class HttpServer(BoundSocket):
         server = runner.server
         if server is not None:
             server.pre_shutdown()  # idle connections close now, busy ones after their response
+            await runner.shutdown()  # the application's on_shutdown: WebSocket streams close
             await server.shutdown(timeout)
         await runner.cleanup()  # the application's shutdown and cleanup signals
         log.info("stopped %s", self.url)

@@ -180,6 +180,14 @@ class GatewayConfig(BaseModel):
     keep_alive_interval_seconds: int = Field(30, ge=0)  # 0: never ping
     connection_handshake_timeout_seconds: float = Field(10.0, gt=0)
 
+    # The ownership watch (GET /lookup/v2/watch): what its clients may hold. 0: no limit.
+    watch_max_topics_per_stream: int = Field(10_000, ge=1)
+    watch_max_streams_per_address: int = Field(64, ge=0)
+    watch_max_streams_per_role: int = Field(1_024, ge=0)
+    watch_max_frame_bytes: int = Field(1024 * 1024, ge=1024)
+    # A stream whose client reads nothing of what it is sent for this long is closed.
+    watch_stalled_reader_timeout_seconds: float = Field(30.0, gt=0)
+
     # Graceful stop: how long in-flight lookups may take once a stop is asked for.
     shutdown_timeout_seconds: float = Field(5.0, gt=0)
 

@@ -57,6 +57,8 @@ _BUNDLES_KEY = "#bundles"  # parse-cache key of a policies node's NamespaceBundl
 # are identical, so 100,000 bundles cost a few hundred objects. The table is bounded.
 INTERN_LIMIT = 100_000
 ABSENT_LIMIT = 100_000  # absent paths remembered (each saves a ZooKeeper read)
+#: What observers hear when a source replaces a whole view (a reload, a lost session).
+EVERY_PATH = "*"
 
 
 class _Node:
@@ -116,6 +118,12 @@ class ClusterView:
         self._interned: dict[bytes, _Node] = {}
         self._registry: BrokerRegistry | None = None
         self._version = 0  # bumped on every write; lets callers notice change
+        # ZooKeeper's zxid dating each node and children list (see zxid()); one int per path.
+        self._zxids: dict[str, int] = {}
+        # What zxid() answers for a path its source dated with none (a snapshot: its file's
+        # modification time, so that one snapshot dates every answer read from it alike).
+        self.snapshot_zxid = 0
+        self._observers: list[Callable[[str], None]] = []
 
     @property
     def version(self) -> int:
@@ -132,7 +140,13 @@ class ClusterView:
 
     # -- writes (metadata sources) -------------------------------------------------------
 
-    def put_bytes(self, path: str, data: bytes) -> None:
+    def put_bytes(self, path: str, data: bytes, zxids: tuple[int, int] | None = None) -> None:
+        """`zxids`: the node's (czxid, mzxid) as ZooKeeper read it (see zxid())."""
+        if zxids is not None:
+            # A broker rewrites its registration with every load report; what a lookup reads
+            # of it (its URLs) is fixed for the registration's life: it is dated by creation.
+            registration = path.startswith(BROKERS_ROOT + "/")
+            self._zxids[path] = zxids[0] if registration else zxids[1]
         node = self._interned.get(data)
         if node is None:
             try:
@@ -169,6 +183,7 @@ class ClusterView:
     def put_absent(self, path: str) -> None:
         """Record that `path` does not exist (a partial view stops asking for it)."""
         self._raw.pop(path, None)
+        self._zxids.pop(path, None)
         if len(self._absent) >= ABSENT_LIMIT:
             # Clients choose the names looked up, so made-up namespaces and topics would grow
             # this set for ever; forgetting absences only costs a re-read when one is asked again.
@@ -179,9 +194,12 @@ class ClusterView:
             self._children.get(parent or "/", set()).discard(name)
         self._changed(path)
 
-    def set_children(self, path: str, names: Iterable[str]) -> None:
+    def set_children(self, path: str, names: Iterable[str], zxid: int | None = None) -> None:
+        """`zxid`: the parent's pzxid (the zxid of its last child created or deleted)."""
         listed = set(names)
         self._children[path] = listed
+        if zxid is not None:
+            self._zxids[path + "/"] = zxid
         # A child listed now exists, whatever an earlier read of it found.
         for name in listed:
             self._absent.discard(f"{path}/{name}")
@@ -191,6 +209,26 @@ class ClusterView:
         if path.startswith(BROKERS_ROOT):
             self._registry = None
         self._version += 1
+        for observer in self._observers:
+            observer(path)
+
+    # -- observers (the ownership watch) -----------------------------------------------------
+
+    def observe(self, observer: Callable[[str], None]) -> None:
+        """Call `observer(path)` after every write to the view: a node's path, a children
+        list's path with a trailing `/`, or EVERY_PATH when the source replaced the view."""
+        self._observers.append(observer)
+
+    def unobserve(self, observer: Callable[[str], None]) -> None:
+        if observer in self._observers:
+            self._observers.remove(observer)
+
+    def hand_over(self, successor: ClusterView) -> None:
+        """A source replaces this view with `successor` (a reload, a lost session): the
+        observers move to it and hear that every path may have changed."""
+        successor._observers, self._observers = self._observers, []
+        for observer in list(successor._observers):
+            observer(EVERY_PATH)
 
     # -- reads -------------------------------------------------------------------------
 
@@ -251,6 +289,13 @@ class ClusterView:
 
     def lists_children_of(self, path: str) -> bool:
         return path in self._children
+
+    def zxid(self, path: str) -> int:
+        """The ZooKeeper zxid that dates what the view holds of `path`: a node's last
+        modification (a broker registration's creation), or with a trailing `/` the last
+        child created or deleted under it (pzxid); `snapshot_zxid` for a path its source
+        dated with none, or that the view does not hold (never raises)."""
+        return self._zxids.get(path, self.snapshot_zxid)
 
     def known_paths(self) -> list[str]:
         """Every path the view holds, and the parents whose children it lists (with a trailing
@@ -397,7 +442,7 @@ class SplitView(ClusterView):
     def put_absent(self, path: str) -> None:
         raise TypeError("a SplitView is written through the views of its stores")
 
-    def set_children(self, path: str, names: Iterable[str]) -> None:
+    def set_children(self, path: str, names: Iterable[str], zxid: int | None = None) -> None:
         raise TypeError("a SplitView is written through the views of its stores")
 
     def raw(self, path: str) -> Any:
@@ -417,6 +462,17 @@ class SplitView(ClusterView):
 
     def lists_children_of(self, path: str) -> bool:
         return self._of(path + "/").lists_children_of(path)
+
+    def zxid(self, path: str) -> int:
+        return self._of(path).zxid(path)
+
+    def observe(self, observer: Callable[[str], None]) -> None:
+        self.local.observe(observer)
+        self.configuration.observe(observer)
+
+    def unobserve(self, observer: Callable[[str], None]) -> None:
+        self.local.unobserve(observer)
+        self.configuration.unobserve(observer)
 
     def known_paths(self) -> list[str]:
         return [*self.local.known_paths(), *self.configuration.known_paths()]

@@ -68,7 +68,12 @@ class FileSource:
             self._error = f"{exc}; serving the previous snapshot"
             log.error("snapshot reload failed: %s", exc)
             return False
-        self._view = ClusterView.from_snapshot(nodes)
+        view = ClusterView.from_snapshot(nodes)
+        # A snapshot holds no zxids: every answer read from it is dated by the file's
+        # modification time in milliseconds (the ownership watch's generation).
+        view.snapshot_zxid = stat.st_mtime_ns // 1_000_000
+        self._view, previous = view, self._view
+        previous.hand_over(view)
         self._signature = signature
         self._error = ""
         log.info("loaded snapshot %s (%d znodes)", self.path, len(nodes))

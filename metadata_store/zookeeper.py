@@ -164,7 +164,10 @@ class ZooKeeperSource:
         try:
             if path.endswith(CHILDREN):
                 parent = path[: -len(CHILDREN)]
-                result = self._client.get_children_async(parent, watch=self._on_watch)
+                # (with the parent's stat: its pzxid dates the list, for the ownership watch)
+                result = self._client.get_children_async(
+                    parent, watch=self._on_watch, include_data=True
+                )
                 self._when_done(result, lambda r: self._children_read(read, parent, generation, r))
             else:
                 result = self._client.get_async(path, watch=self._on_watch)
@@ -198,8 +201,8 @@ class ZooKeeperSource:
         if generation != self._generation:
             return self._finish(read, self._unavailable("ZooKeeper session was lost"))
         if result.successful():
-            data, _stat = result.value
-            self._view.put_bytes(path, data or b"")
+            data, stat = result.value
+            self._view.put_bytes(path, data or b"", (stat.czxid, stat.mzxid))
             return self._finish(read, None)
         if isinstance(result.exception, NoNodeError):
             # Gone since its parent listed it. No watch of its own: the parent's children
@@ -214,7 +217,8 @@ class ZooKeeperSource:
         if generation != self._generation:
             return self._finish(read, self._unavailable("ZooKeeper session was lost"))
         if result.successful():
-            self._view.set_children(parent, result.value)
+            children, stat = result.value
+            self._view.set_children(parent, children, stat.pzxid)
             return self._finish(read, None)
         if isinstance(result.exception, NoNodeError):
             # A parent of real entities that does not exist yet (a namespace with no owned
@@ -294,7 +298,8 @@ class ZooKeeperSource:
             self._connected = False
             self._warm = False
             self._generation += 1
-            self._view = ClusterView(complete=False)
+            view, self._view = self._view, ClusterView(complete=False)
+            view.hand_over(self._view)  # (the ownership watch re-reads what it watches)
             self._fail_inflight("ZooKeeper session was lost")
             self._suspended_since = None
             if not self._closing:

@@ -1,0 +1,413 @@
+"""`GET /lookup/v2/watch`: the ownership watch over a WebSocket (README "Ownership watch").
+
+The upgrade request is routed and authenticated as a lookup is (http_api.app: the listener
+from `listenerName`, `X-Pulsar-ListenerName`, then the socket's rules; `Authorization: Bearer`
+or the TLS client certificate); each topic is authorized as a lookup of it. The answers come
+from lookup.ownership_watch, one per (topic, listener, role) for every stream that watches it;
+a stream keeps at most one unsent message per topic (lookup.watch_stream).
+
+Client -> server: `subscribe`, `unsubscribe`, `update_token` (JSON text frames, at most
+`watchMaxFrameBytes`). Server -> client: `owner`, `unowned`, `error` (per topic, or for the
+stream and then a close: 4001 unauthenticated or token expired, 4008 a limit, 1008 a malformed
+request, 1011 a failure of ours), `update_token_response`.
+
+What a stranger can hold is bounded: streams per client address and per role, topics per
+stream, the frame size, one batch of lookups in flight per stream (its next request is read
+once its topics were looked up), unsent messages per stream (one per topic), and a stream
+whose client does not read what it is sent for `watchStalledReaderTimeoutSeconds` is closed
+(so is one that answers no ping within half the ping interval).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import weakref
+from collections import Counter
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import WSCloseCode, WSMsgType, web
+from prometheus_client import Counter as MetricCounter
+from prometheus_client import Gauge
+
+from pulsar_lookup_gateway.http_api.errors import json_error
+from pulsar_lookup_gateway.listeners.auth import AuthenticationFailed, Credentials, Identity
+from pulsar_lookup_gateway.listeners.client_origin import ClientOrigin
+from pulsar_lookup_gateway.listeners.routing import Route
+from pulsar_lookup_gateway.lookup.errors import LookupFailure
+from pulsar_lookup_gateway.lookup.metrics import PREFIX
+from pulsar_lookup_gateway.lookup.ownership_changes import ErrorCode
+from pulsar_lookup_gateway.lookup.ownership_watch import OwnershipWatch
+from pulsar_lookup_gateway.lookup.service import LookupService
+from pulsar_lookup_gateway.lookup.topics import TopicName
+from pulsar_lookup_gateway.lookup.untrusted import printable
+from pulsar_lookup_gateway.lookup.watch_stream import StreamState
+
+log = logging.getLogger(__name__)
+
+PATH = "/lookup/v2/watch"
+# Close codes (RFC 6455 leaves 4000-4999 to applications).
+UNAUTHENTICATED = 4001
+LIMIT_EXCEEDED = 4008
+CLOSE_TIMEOUT = 2.0  # seconds a closing stream waits for the client's close frame
+
+
+@dataclass(frozen=True, slots=True)
+class WatchSettings:
+    """The gateway's watch* keys."""
+
+    max_topics: int = 10_000  # watchMaxTopicsPerStream
+    max_streams_per_address: int = 64  # watchMaxStreamsPerAddress (0: no limit)
+    max_streams_per_role: int = 1_024  # watchMaxStreamsPerRole (0: no limit)
+    max_frame_bytes: int = 1024 * 1024  # watchMaxFrameBytes
+    stalled_reader_timeout: float = 30.0  # watchStalledReaderTimeoutSeconds
+
+
+class WatchMetrics:
+    def __init__(self, service: LookupService, open_streams: Any) -> None:
+        registry = service.metrics.registry
+        self.streams = Gauge(
+            PREFIX + "watch_streams", "Ownership-watch streams open",
+            registry=registry, multiprocess_mode="livesum",
+        )  # fmt: skip
+        service.metrics.live(self.streams, open_streams)
+        self.messages = MetricCounter(
+            PREFIX + "watch_messages", "Ownership-watch messages pushed to clients",
+            registry=registry,
+        )  # fmt: skip
+        self.coalesced = MetricCounter(
+            PREFIX + "watch_coalesced_updates",
+            "Ownership-watch messages replaced by a newer one before a slow client read them",
+            registry=registry,
+        )  # fmt: skip
+        self.closed = MetricCounter(
+            PREFIX + "watch_streams_closed", "Ownership-watch streams closed, by reason",
+            ("reason",), registry=registry,
+        )  # fmt: skip
+
+
+class Watches:
+    """The process's watch: one per lookup service, shared by every HTTP socket (the limits
+    per address and role count the streams of all of them)."""
+
+    def __init__(self, service: LookupService, settings: WatchSettings) -> None:
+        self.service = service
+        self.settings = settings
+        self.hub = OwnershipWatch(service)
+        self.by_address: Counter[str] = Counter()
+        self.by_role: Counter[str] = Counter()
+        self.open = 0
+        self.metrics = WatchMetrics(service, lambda: float(self.open))
+
+    def admit(self, address: str, role: str | None) -> str | None:
+        """Count a new stream in; None, or why it may not open (a limit)."""
+        settings = self.settings
+        limit = settings.max_streams_per_address
+        if limit and self.by_address[address] >= limit:
+            return f"too many streams from this address (watchMaxStreamsPerAddress={limit})"
+        limit = settings.max_streams_per_role
+        if role is not None and limit and self.by_role[role] >= limit:
+            return f"too many streams of this role (watchMaxStreamsPerRole={limit})"
+        self.by_address[address] += 1
+        if role is not None:
+            self.by_role[role] += 1
+        self.open += 1
+        return None
+
+    def leave(self, address: str, role: str | None) -> None:
+        self.open -= 1
+        _decrement(self.by_address, address)
+        if role is not None:
+            _decrement(self.by_role, role)
+
+
+def _decrement(counter: Counter[str], key: str) -> None:
+    counter[key] -= 1
+    if counter[key] <= 0:
+        del counter[key]
+
+
+_WATCHES: weakref.WeakKeyDictionary[LookupService, Watches] = weakref.WeakKeyDictionary()
+
+
+def watches_for(service: LookupService, settings: WatchSettings | None = None) -> Watches:
+    """The watch of `service`'s process (made by the first socket's application)."""
+    watches = _WATCHES.get(service)
+    if watches is None:
+        watches = _WATCHES[service] = Watches(service, settings or WatchSettings())
+    return watches
+
+
+class WatchEndpoint:
+    """The watch route of one socket's application; closes its streams when it stops."""
+
+    def __init__(self, watches: Watches) -> None:
+        self.watches = watches
+        self.streams: set[_Stream] = set()
+
+    async def serve(
+        self,
+        request: web.Request,
+        route: Route,
+        identity: Identity | None,
+        client: ClientOrigin | None,
+    ) -> web.StreamResponse:
+        settings = self.watches.settings
+        ws = web.WebSocketResponse(
+            max_msg_size=settings.max_frame_bytes,
+            heartbeat=settings.stalled_reader_timeout / 2,  # a pong within a quarter of it
+            compress=False,  # (inflating is work a stranger chooses the size of)
+            timeout=CLOSE_TIMEOUT,
+        )
+        if not ws.can_prepare(request).ok:
+            return json_error(426, f"{PATH} is a WebSocket: send an Upgrade request")
+        await ws.prepare(request)
+        address = client.address if client is not None else (request.remote or "-")
+        stream = _Stream(self.watches, ws, request, route, identity, str(client or address))
+        refused = self.watches.admit(address, stream.role)
+        if refused is not None:
+            await stream.fail("limit_exceeded", refused, LIMIT_EXCEEDED)
+            return ws
+        self.streams.add(stream)
+        try:
+            await stream.run()
+        finally:
+            self.streams.discard(stream)
+            self.watches.leave(address, stream.role)
+        return ws
+
+    async def close_all(self, app: web.Application | None = None) -> None:
+        """The socket stops: every stream closes with 1001 (going away)."""
+        await asyncio.gather(
+            *(stream.close(WSCloseCode.GOING_AWAY, "shutdown") for stream in list(self.streams))
+        )
+
+
+class _Stream:
+    def __init__(
+        self,
+        watches: Watches,
+        ws: web.WebSocketResponse,
+        request: web.Request,
+        route: Route,
+        identity: Identity | None,
+        client: str,
+    ) -> None:
+        self.watches = watches
+        self.hub = watches.hub
+        self.metrics = watches.metrics
+        self.ws = ws
+        self.transport = request.transport
+        self.route = route
+        self.identity = identity
+        self.role = identity.role if identity is not None else None
+        self.client = client
+        self.state = StreamState(watches.settings.max_topics)
+        self._wake = asyncio.Event()
+        self._writer: asyncio.Task[None] | None = None
+        self._expiry: asyncio.TimerHandle | None = None
+        self._closing = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.reason = "client"
+
+    # -- the hub's sink -----------------------------------------------------------------------
+
+    def deliver(self, topic: str, message: str) -> None:
+        before = self.state.coalesced
+        if self.state.offer(topic, message):
+            if self.state.coalesced != before:
+                self.metrics.coalesced.inc()
+            self._wake.set()
+
+    # -- the stream -----------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        self._writer = asyncio.get_running_loop().create_task(self._write())
+        self._schedule_expiry()
+        try:
+            async for message in self.ws:
+                if message.type is WSMsgType.ERROR:
+                    break  # (a frame over watchMaxFrameBytes: aiohttp closed with 1009)
+                if message.type is not WSMsgType.TEXT:
+                    await self.fail("bad_request", "requests are JSON text frames", 1003)
+                    break
+                await self._request(message.data)
+                if self._closing:
+                    break
+        except Exception:  # a bug of ours: the client is told, the process goes on
+            log.exception("ownership watch: stream of %s failed", self.client)
+            await self.fail("internal", "the gateway failed", WSCloseCode.INTERNAL_ERROR)
+        finally:
+            self._closing = True
+            if self._expiry is not None:
+                self._expiry.cancel()
+            if self._writer is not None:
+                self._writer.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._writer
+            self.hub.unsubscribe(self, list(self.state.topics), self.route.choice, self.role)
+            self.metrics.closed.labels(self.reason).inc()
+
+    async def _request(self, text: str) -> None:
+        try:
+            request = json.loads(text)
+        except ValueError:
+            return await self.fail("bad_request", "a request is a JSON object", 1008)
+        kind = request.get("type") if isinstance(request, dict) else None
+        if kind in ("subscribe", "unsubscribe"):
+            topics = request.get("topics")
+            if not isinstance(topics, list) or not all(isinstance(t, str) for t in topics):
+                return await self.fail(
+                    "bad_request", f"{kind}: 'topics' is a list of topic names", 1008
+                )
+            if kind == "subscribe":
+                return await self._subscribe(topics)
+            return self._unsubscribe(topics)
+        if kind == "update_token":
+            token = request.get("token")
+            if not isinstance(token, str):
+                return await self.fail("bad_request", "update_token: 'token' is a string", 1008)
+            return await self._update_token(token)
+        shown = printable(str(kind), 40) if isinstance(kind, str) else "none"
+        await self.fail(
+            "bad_request",
+            f"unknown request type '{shown}' (subscribe, unsubscribe, update_token)",
+            1008,
+        )
+
+    async def _subscribe(self, names: list[str]) -> None:
+        topics: dict[str, TopicName] = {}
+        for name in names:
+            try:
+                topic = TopicName.parse(name)
+            except LookupFailure as invalid:
+                self._control(
+                    {"type": "error", "topic": name, "code": ErrorCode.INVALID_TOPIC.value,
+                     "message": invalid.message}
+                )  # fmt: skip
+                continue
+            topics.setdefault(topic.full, topic)
+        state = self.state
+        if not state.room_for(topics):
+            limit = state.max_topics
+            return await self.fail(
+                "limit_exceeded",
+                f"a stream watches at most {limit} topics (watchMaxTopicsPerStream)",
+                LIMIT_EXCEEDED,
+            )
+        for full in topics:
+            state.add(full)
+        # (topics watched already are told again: one message per topic after a subscribe)
+        await self.hub.subscribe(self, topics.values(), self.route.choice, self.role)
+
+    def _unsubscribe(self, names: list[str]) -> None:
+        gone = []
+        for name in names:
+            try:
+                full = TopicName.parse(name).full
+            except LookupFailure:
+                continue  # (never watched)
+            if self.state.remove(full):
+                gone.append(full)
+        self.hub.unsubscribe(self, gone, self.route.choice, self.role)
+
+    async def _update_token(self, token: str) -> None:
+        guard = self.route.guard
+        if guard.required:
+            try:
+                identity = guard.authenticate(Credentials(data=token.encode("ascii", "replace")))
+            except AuthenticationFailed as failed:
+                return await self.fail(
+                    "unauthenticated", f"Unable to authenticate: {failed.reason}",
+                    UNAUTHENTICATED,
+                )  # fmt: skip
+            if identity is None or identity.role != self.role:
+                # As Pulsar's brokers refresh credentials: the role may not change.
+                return await self.fail(
+                    "unauthenticated", "the new token is for another role",
+                    UNAUTHENTICATED,
+                )  # fmt: skip
+            self.identity = identity
+            self._schedule_expiry()
+        self._control({"type": "update_token_response"})
+
+    def _control(self, body: dict[str, object]) -> None:
+        if not self.state.offer_control(json.dumps(body)):
+            self._closing = True  # (the reader stops; the client is told)
+            self._later(self.fail("limit_exceeded", "too many answers unread", LIMIT_EXCEEDED))
+            return
+        self._wake.set()
+
+    def _later(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)  # (a reference, or the loop may collect it while it runs)
+        task.add_done_callback(self._tasks.discard)
+
+    def _schedule_expiry(self) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
+        expires = self.identity.expires_at if self.identity is not None else None
+        if expires is None:
+            return
+        clock = self.route.guard.authenticator.clock
+        delay = max(0.0, expires - clock())
+        self._expiry = asyncio.get_running_loop().call_later(delay, self._expired)
+
+    def _expired(self) -> None:
+        self._expiry = None
+        message = "the token expired; send update_token before it does"
+        self._later(self.fail("token_expired", message, UNAUTHENTICATED))
+
+    async def _write(self) -> None:
+        """Send what is pending; a client that takes nothing for the stalled-reader timeout is
+        cut off (a close frame could not reach it either)."""
+        timeout = self.watches.settings.stalled_reader_timeout
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            messages = self.state.take()
+            for message in messages:
+                try:
+                    await asyncio.wait_for(self.ws.send_str(message), timeout)
+                except TimeoutError:
+                    log.info("ownership watch: closing the stream of %s: it reads nothing",
+                             self.client)  # fmt: skip
+                    self.reason = "stalled"
+                    self._closing = True
+                    if self.transport is not None:
+                        self.transport.abort()
+                    return
+                except ConnectionError:
+                    return
+            self.metrics.messages.inc(len(messages))
+
+    async def fail(self, code: str, message: str, close_code: int) -> None:
+        """Tell the client why (an error for the stream), then close with `close_code`."""
+        if self.ws.closed:
+            return
+        self._closing = True
+        self.reason = code
+        with contextlib.suppress(ConnectionError, TimeoutError):
+            body = json.dumps({"type": "error", "code": code, "message": message})
+            await asyncio.wait_for(self.ws.send_str(body), CLOSE_TIMEOUT)
+        await self.close(close_code, code)
+
+    async def close(self, close_code: int, reason: str) -> None:
+        if self.ws.closed:
+            return
+        self._closing = True
+        if self.reason == "client":
+            self.reason = reason
+        try:
+            # (the close frame waits behind what a client that reads nothing did not take)
+            await asyncio.wait_for(
+                self.ws.close(code=close_code, message=reason.encode()[:120]), CLOSE_TIMEOUT * 2
+            )
+        except (ConnectionError, TimeoutError):
+            if self.transport is not None:
+                self.transport.abort()

@@ -1,0 +1,312 @@
+"""The ownership watch: the topics streams watch, each answered once for everyone who watches
+it with the same listener and role, and answered again when the metadata behind it changes.
+
+The metadata source writes every change into its ClusterView, which tells its observers the
+path (ClusterView.observe); `ownership_changes.keys_of_path` maps the path to the keys answers
+are indexed by, and only the topics under those keys are looked up again, with the lookup
+service (the same answer, URLs and authorization as `/lookup/v2/topic`). A topic's new state is
+handed to its streams when it differs from the last one (a newer generation or another answer).
+
+No I/O here: the streams (http_api.watch) send. Lookups run on up to CONCURRENCY tasks; a
+topic is looked up again after RETRY_INTERVAL while its state cannot be told.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterable
+from typing import Protocol
+
+from pulsar_lookup_gateway.lookup.errors import LookupFailure
+from pulsar_lookup_gateway.lookup.ownership_changes import (
+    ALL,
+    TRANSIENT_FAILURES,
+    ErrorCode,
+    Key,
+    TopicState,
+    TopicStateKind,
+    answered_state,
+    depends_on,
+    error_state,
+    failed_state,
+    keys_of_path,
+    registration_print,
+)
+from pulsar_lookup_gateway.lookup.selection import ListenerChoice
+from pulsar_lookup_gateway.lookup.service import LookupService
+from pulsar_lookup_gateway.lookup.topics import TopicName
+from pulsar_lookup_gateway.lookup.view import ClusterView
+
+log = logging.getLogger(__name__)
+
+PROTOCOL = "watch"  # the protocol label of the lookups the watch makes
+CONCURRENCY = 32  # lookups in flight for the watch
+RETRY_INTERVAL = 1.0  # seconds before a topic whose state cannot be told is tried again
+FIRST_ANSWER_WAIT = 5.0  # seconds a subscribe waits for its topics' first lookups
+#: Lookups of one topic while the metadata keeps changing under them (then: tried again later).
+ATTEMPTS = 3
+YIELD_EVERY = 64  # lookups a task makes before it lets other tasks run
+UNAVAILABLE = "the gateway cannot read this topic's metadata now; it keeps trying"
+
+
+class Sink(Protocol):
+    """A stream: takes the messages about the topics it watches."""
+
+    def deliver(self, topic: str, message: str) -> None: ...
+
+
+class _Entry:
+    """One topic watched with one listener choice and role, by one or more streams."""
+
+    __slots__ = ("choice", "first", "keys", "message", "removed", "role", "sinks", "state", "topic")
+
+    def __init__(self, topic: TopicName, choice: ListenerChoice, role: str | None) -> None:
+        self.topic = topic
+        self.choice = choice
+        self.role = role
+        self.sinks: set[Sink] = set()
+        self.state: TopicState | None = None  # last told
+        self.message: str | None = None  # its JSON
+        self.keys: set[Key] = set()
+        self.removed = False
+        self.first: asyncio.Future[None] | None = None  # done once first looked up
+
+
+class OwnershipWatch:
+    def __init__(self, service: LookupService) -> None:
+        self.service = service
+        self._entries: dict[tuple[str, ListenerChoice, str | None], _Entry] = {}
+        self._index: dict[Key, set[_Entry]] = {}
+        self._queue: dict[_Entry, None] = {}  # to look up, in order
+        self._workers = 0
+        self._dirty: set[Key] = set()
+        self._flush: asyncio.Handle | None = None
+        self._retry: set[_Entry] = set()
+        self._retry_timer: asyncio.TimerHandle | None = None
+        self._prints: dict[str, object] = {}  # broker id -> registration_print
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._observed: ClusterView | None = None
+        self.lookups = 0  # made for the watch (tests and the benchmark read it)
+
+    @property
+    def topics(self) -> int:
+        return len(self._entries)
+
+    # -- streams --------------------------------------------------------------------------
+
+    async def subscribe(
+        self, sink: Sink, topics: Iterable[TopicName], choice: ListenerChoice, role: str | None
+    ) -> None:
+        """Watch `topics` for `sink`; returns once each was looked up (or FIRST_ANSWER_WAIT
+        passed): a stream reads its next request only then, so one client has one batch of
+        lookups in flight at most."""
+        self._observe()
+        waiting: list[asyncio.Future[None]] = []
+        for topic in topics:
+            key = (topic.full, choice, role)
+            entry = self._entries.get(key)
+            if entry is None:
+                entry = self._entries[key] = _Entry(topic, choice, role)
+                entry.first = asyncio.get_running_loop().create_future()
+                self._enqueue(entry)
+            entry.sinks.add(sink)
+            if entry.message is not None:
+                sink.deliver(topic.full, entry.message)
+            elif entry.first is not None and not entry.first.done():
+                waiting.append(entry.first)
+        if waiting:
+            await asyncio.wait(waiting, timeout=FIRST_ANSWER_WAIT)
+
+    def unsubscribe(
+        self, sink: Sink, topics: Iterable[str], choice: ListenerChoice, role: str | None
+    ) -> None:
+        for topic in topics:
+            entry = self._entries.get((topic, choice, role))
+            if entry is None:
+                continue
+            entry.sinks.discard(sink)
+            if not entry.sinks:
+                self._drop(entry)
+
+    def _drop(self, entry: _Entry) -> None:
+        entry.removed = True
+        del self._entries[(entry.topic.full, entry.choice, entry.role)]
+        self._index_keys(entry, set())
+        self._queue.pop(entry, None)
+        self._retry.discard(entry)
+        if entry.first is not None and not entry.first.done():
+            entry.first.set_result(None)
+
+    async def close(self) -> None:
+        if self._observed is not None:
+            self.service.source.view.unobserve(self._changed)  # (the view it was handed to)
+            self._observed = None
+        for handle in (self._flush, self._retry_timer):
+            if handle is not None:
+                handle.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    # -- changes --------------------------------------------------------------------------
+
+    def _observe(self) -> None:
+        """Hear the source's writes (once; a source hands its observers to a view that
+        replaces this one)."""
+        if self._observed is None:
+            self._observed = self.service.source.view
+            self._observed.observe(self._changed)
+
+    def _changed(self, path: str) -> None:
+        """A write to the view (on the loop): note its keys, look them up soon (all the
+        writes of one loop iteration together)."""
+        if not self._entries:
+            return
+        self._dirty.update(keys_of_path(path))
+        if self._flush is None and self._dirty:
+            self._flush = asyncio.get_running_loop().call_soon(self._look_again)
+
+    def _look_again(self) -> None:
+        self._flush = None
+        keys, self._dirty = self._dirty, set()
+        if ALL in keys:
+            self._prints.clear()
+            for entry in self._entries.values():
+                self._enqueue(entry)
+            return
+        view = self.service.source.view
+        for key in keys:
+            if key[0] == "broker":
+                # A registration is rewritten by every load report: only a new one, or other
+                # URLs, can change an answer.
+                now = registration_print(view, key[1])
+                if self._prints.get(key[1], ()) == now:
+                    continue
+                self._prints[key[1]] = now
+            for entry in self._index.get(key, ()):
+                self._enqueue(entry)
+
+    def _enqueue(self, entry: _Entry) -> None:
+        self._queue[entry] = None
+        if self._workers < CONCURRENCY:
+            self._workers += 1
+            task = asyncio.get_running_loop().create_task(self._work())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _work(self) -> None:
+        looked_up = 0
+        try:
+            while self._queue:
+                entry = next(iter(self._queue))
+                del self._queue[entry]
+                if entry.removed:
+                    continue
+                looked_up += 1
+                if looked_up % YIELD_EVERY == 0:
+                    # Warm lookups finish without waiting: let the streams send meanwhile.
+                    await asyncio.sleep(0)
+                    if entry.removed:
+                        continue
+                try:
+                    await self._look_up(entry)
+                except Exception:  # a bug of ours must not end the watch of every topic
+                    log.exception("ownership watch: looking up %s failed", entry.topic.full)
+                    self._retry_later(entry)
+                finally:
+                    if entry.first is not None:
+                        if not entry.first.done():
+                            entry.first.set_result(None)
+                        entry.first = None
+        finally:
+            self._workers -= 1
+
+    async def _look_up(self, entry: _Entry) -> None:
+        service = self.service
+        self.lookups += 1
+        for _ in range(ATTEMPTS):
+            try:
+                answer = await service.lookup(entry.topic, entry.choice, PROTOCOL, role=entry.role)
+                view = service.source.view
+                if answer.peer_cluster is None:
+                    version = view.version
+                    # As /lookup/v2/topic: a persistent topic that neither exists nor may be
+                    # created is not found.
+                    await service.check_lookup_allowed(entry.topic)
+                    if service.source.view is not view or view.version != version:
+                        continue  # changed while it was read: the answer may be older
+                state = answered_state(answer, view)
+            except LookupFailure as failure:
+                state = failed_state(entry.topic, failure, service.source.view)
+                if state is None and failure.kind in TRANSIENT_FAILURES:
+                    self._retry_later(entry)
+                    if entry.message is None:  # nothing told yet: say so, and keep trying
+                        state = error_state(ErrorCode.UNAVAILABLE, UNAVAILABLE)
+            if entry.removed:
+                return
+            if state is None:  # half-way: what settles it is watched; tried again anyway
+                self._retry_later(entry)
+            self._tell(entry, state)
+            return
+        self._retry_later(entry)
+
+    def _tell(self, entry: _Entry, state: TopicState | None) -> None:
+        """Record `state` and hand it to the streams if it is news: another answer, or a newer
+        generation; never an older generation than the last told (a late read)."""
+        last = entry.state
+        if state is None:
+            # Half-way, or of the moment: the last state holds; whatever settles it is watched.
+            self._index_keys(entry, depends_on(entry.topic, last) | depends_on(entry.topic, None))
+            return
+        self._index_keys(entry, depends_on(entry.topic, state))
+        if last is not None:
+            if state == last:
+                return
+            if state.dated and last.dated and state.generation < last.generation:
+                return
+        if state.kind is TopicStateKind.OWNER and state.owner is not None:
+            self._prints.setdefault(
+                state.owner, registration_print(self.service.source.view, state.owner)
+            )
+        entry.state = state
+        topic = entry.topic.full
+        message = entry.message = state.message_json(topic)
+        for sink in list(entry.sinks):
+            sink.deliver(topic, message)
+
+    def _index_keys(self, entry: _Entry, keys: set[Key]) -> None:
+        index = self._index
+        for key in entry.keys - keys:
+            entries = index.get(key)
+            if entries is not None:
+                entries.discard(entry)
+                if not entries:
+                    del index[key]
+        for key in keys - entry.keys:
+            index.setdefault(key, set()).add(entry)
+        entry.keys = keys
+
+    # -- retries ----------------------------------------------------------------------------
+
+    def _retry_later(self, entry: _Entry) -> None:
+        self._retry.add(entry)
+        if self._retry_timer is None:
+            loop = asyncio.get_running_loop()
+            self._retry_timer = loop.call_later(RETRY_INTERVAL, self._retry_now)
+
+    def _retry_now(self) -> None:
+        self._retry_timer = None
+        if not self._retry:
+            return
+        if not self.service.source.status().ready:  # (a lost session: wait for the cache)
+            self._retry_timer = asyncio.get_running_loop().call_later(
+                RETRY_INTERVAL, self._retry_now
+            )
+            return
+        retry, self._retry = self._retry, set()
+        for entry in retry:
+            if not entry.removed:
+                self._enqueue(entry)
