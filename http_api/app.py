@@ -79,7 +79,7 @@ from pulsar_lookup_gateway.lookup.selection import (
     ListenerChoice,
 )
 from pulsar_lookup_gateway.lookup.service import LookupService
-from pulsar_lookup_gateway.lookup.topics import TopicName
+from pulsar_lookup_gateway.lookup.topics import TopicName, is_system_service_namespace
 from pulsar_lookup_gateway.lookup.untrusted import printable
 
 LISTENER_HEADER = "X-Pulsar-ListenerName"
@@ -293,28 +293,32 @@ class _Routes:
         return web.json_response({"partitions": answer.count})
 
     async def namespace_topics(self, request: web.Request) -> web.Response:
-        """`GET /admin/v2/namespaces/{tenant}/{namespace}/topics?mode=`: the persistent topics
-        from the metadata store (system topics left out); other modes from a broker."""
+        """`GET /admin/v2/namespaces/{tenant}/{namespace}/topics?mode=&includeSystemTopic=`, as
+        Namespaces.getTopics: 404 for a missing namespace in every mode; the persistent topics
+        from the metadata store; the non-persistent ones (NON_PERSISTENT, ALL) from every live
+        broker, as NamespacesBase.internalGetNonPersistentTopics asks every bundle's owner;
+        system topics only with includeSystemTopic=true."""
         mode_name = request.query.get("mode", "PERSISTENT").upper()
+        system = request.query.get("includeSystemTopic", "").lower() == "true"
         try:
             role = self._role(request)  # (first: a stranger learns nothing of the parameters)
             if mode_name not in _MODES:
                 return json_error(400, f"mode must be one of {', '.join(_MODES)}")
             namespace = f"{request.match_info['tenant']}/{request.match_info['namespace']}"
+            name, persistent = await self.service.rest_topics(namespace, role=role, system=system)
             if mode_name == "PERSISTENT":
-                listing = await self.service.topics_of_namespace(
-                    namespace, role=role, must_exist=True
-                )
-                return web.json_response(list(listing.topics))
-            name = await self.service.namespace_access(namespace, role=role)
-            answer = await self._link().topics_of_namespace(
-                str(name), _MODES[mode_name], principal=_principal(request, role)
+                return web.json_response(persistent)
+            answer = await self._link().topics_of_namespace_everywhere(
+                str(name), _MODES["NON_PERSISTENT"], principal=_principal(request, role)
             )
         except LookupFailure as failure:
             return failure_response(failure)
         if isinstance(answer, BrokerRefusal):
             return broker_error_response(answer)
-        return web.json_response(list(answer.topics))
+        others = list(answer.topics)
+        if not system and is_system_service_namespace(str(name)):
+            others = []  # BrokerService.isSystemTopic: every topic of such a namespace
+        return web.json_response(persistent + others if mode_name == "ALL" else others)
 
     async def schema(self, request: web.Request) -> web.Response:
         """`GET /admin/v2/schemas/{tenant}/{namespace}/{topic}/schema[/{version}]`, asked of

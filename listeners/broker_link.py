@@ -216,6 +216,39 @@ class BrokerLink:
 
         return topics_of(await self.request(build, principal))
 
+    async def topics_of_namespace_everywhere(
+        self,
+        namespace: str,
+        mode: CommandGetTopicsOfNamespace.Mode,
+        *,
+        principal: Principal = ANONYMOUS,
+    ) -> TopicList | BrokerRefusal:
+        """The topics of `namespace` in `mode` that any live broker holds: each broker is asked
+        once (at its internal URL, concurrently) and the answers are joined, sorted. This is
+        how Pulsar's REST topic list finds non-persistent topics (NamespacesBase.
+        internalGetNonPersistentTopics asks every bundle's owner); a broker's refusal or
+        failure fails the whole list, as there."""
+        registry = await self._registry()
+        urls = sorted({url for data in registry.brokers.values() if (url := self._url_of(data))})
+        if not urls:
+            raise LookupFailure(FailureKind.NO_BROKER, "No broker was available")
+
+        def build(request_id: int) -> bytes:
+            return codec.get_topics_of_namespace(namespace, request_id, mode)
+
+        answers = await asyncio.gather(
+            *(self._request_at(url, build, principal) for url in urls), return_exceptions=True
+        )
+        topics: set[str] = set()
+        for answer in answers:
+            if isinstance(answer, BaseException):
+                raise answer  # (a LookupFailure: unreachable, timed out, too many requests)
+            listed = topics_of(answer)
+            if isinstance(listed, BrokerRefusal):
+                return listed
+            topics.update(listed.topics)
+        return TopicList(tuple(sorted(topics)))
+
     async def schema(
         self, topic: str, version: bytes | None = None, *, principal: Principal = ANONYMOUS
     ) -> BrokerSchema | BrokerRefusal:

@@ -46,8 +46,17 @@ from pulsar_lookup_gateway.lookup.selection import (
     choose_listener,
 )
 from pulsar_lookup_gateway.lookup.source import MetadataSource
-from pulsar_lookup_gateway.lookup.topic_list import TopicLister, TopicListing, parse_namespace
-from pulsar_lookup_gateway.lookup.topics import NamespaceName, TopicName
+from pulsar_lookup_gateway.lookup.topic_list import (
+    TopicLister,
+    TopicListing,
+    parse_namespace,
+    persistent_topics,
+)
+from pulsar_lookup_gateway.lookup.topics import (
+    NamespaceName,
+    TopicName,
+    is_system_service_namespace,
+)
 from pulsar_lookup_gateway.lookup.untrusted import printable
 from pulsar_lookup_gateway.lookup.view import ClusterView
 
@@ -319,6 +328,20 @@ class LookupService:
             return await self._read(lambda view: lister.listing(view, name, pattern, client_hash))
         finally:
             admission.pending -= 1
+
+    async def rest_topics(
+        self, namespace: str, *, role: str | None = None, system: bool = False
+    ) -> tuple[NamespaceName, list[str]]:
+        """The REST topic list's persistent part (Namespaces.getTopics): NAMESPACE_NOT_FOUND
+        for a namespace that does not exist; system topics only when `system`
+        (includeSystemTopic), and none at all of a system service namespace without it
+        (BrokerService.isSystemTopic)."""
+        name = await self.namespace_access(namespace, role=role)
+        if not await self._read(lambda v: v.policies(name) is not None):
+            raise LookupFailure(FailureKind.NAMESPACE_NOT_FOUND, "Namespace does not exist")
+        if not system and is_system_service_namespace(str(name)):
+            return name, []
+        return name, await self._read(lambda view: persistent_topics(view, name, system=system))
 
     async def namespace_access(self, namespace: str, *, role: str | None = None) -> NamespaceName:
         """The parsed namespace, once `role` (None: no authentication) may list its topics."""

@@ -151,8 +151,11 @@ def is_system_topic(topic: TopicName) -> bool:
     return name.startswith(_TRANSACTION_PREFIXES) or name.endswith(_PENDING_ACK_SUFFIX)
 
 
-def persistent_topics(view: ClusterView, namespace: NamespaceName) -> list[str]:
-    """The namespace's persistent topics (full names, sorted), system topics left out."""
+def persistent_topics(
+    view: ClusterView, namespace: NamespaceName, *, system: bool = False
+) -> list[str]:
+    """The namespace's persistent topics (full names, sorted), system topics left out unless
+    `system` (the REST list's includeSystemTopic)."""
     topics = []
     prefix = f"persistent://{namespace}/"
     for encoded in view.children(persistent_topics_path(namespace)):
@@ -160,7 +163,7 @@ def persistent_topics(view: ClusterView, namespace: NamespaceName) -> list[str]:
             topic = TopicName.parse(prefix + unquote_plus(encoded))
         except InvalidTopicName:
             continue  # not a name a client could use (a decoded '/', a dot segment)
-        if not is_system_topic(topic):
+        if system or not is_system_topic(topic):
             topics.append(topic.full)
     topics.sort()
     return topics
