@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.deploy.artefacts import DEPLOY, configmap_config, kubernetes_objects, yaml_documents
+from tests.deploy.routes import CLIENT_ROUTES, OPERATIONS, WATCH, istio_matches, path_of
 
 ISTIO = DEPLOY / "istio" / "pulsar-lookup-gateway.yaml"
 HEADER = "X-Pulsar-ListenerName"
@@ -63,12 +64,6 @@ def test_each_virtual_service_names_its_gateways_listener_and_routes_to_that_lis
             assert service["metadata"]["annotations"][LISTENER_ANNOTATION] == listener, name
             port = destination["destination"]["port"]["number"]
             assert port in [p["port"] for p in service["spec"]["ports"]], name
-            # Only the lookup routes leave the mesh's edge (no /metrics, no listener table).
-            for match in route["match"]:
-                uri = match["uri"]
-                assert uri.get("prefix", "").startswith("/lookup/v2/topic/") or (
-                    uri.get("regex", "").endswith("/partitions$")
-                ), uri
             for gateway in spec["gateways"]:
                 by_gateway.setdefault(gateway, set()).add(listener)
     # Every ingress gateway is routed, each to one listener, a different one for each.
@@ -94,3 +89,24 @@ def test_tls_to_the_external_socket_is_originated_and_checked() -> None:
             settings = rules[destination["host"]]["spec"]["trafficPolicy"]["portLevelSettings"]
             (tls,) = [s["tls"] for s in settings if s["port"]["number"] == port["port"]]
             assert tls["mode"] == "SIMPLE" and tls["credentialName"], tls
+
+
+def test_every_client_route_and_the_watch_are_routed_and_no_operations_route() -> None:
+    """The routes of the README's HTTP API that clients use (tests/deploy/routes.py; nginx is
+    tested with the same paths in tests/e2e/test_recipe_routes.py) pass every ingress gateway;
+    /metrics, the listener table and the probes do not."""
+    for vs in istio("VirtualService"):
+        name = vs["metadata"]["name"]
+        routes = vs["spec"]["http"]
+        for path in [*CLIENT_ROUTES.values(), WATCH]:
+            assert routed(routes, path_of(path)), f"{name}: nothing routes {path}"
+        for path in OPERATIONS:
+            assert not routed(routes, path), f"{name}: {path} leaves the mesh's edge"
+        # The watch is a WebSocket held open: its route has no timeout (Istio passes upgrades).
+        (watch,) = routed(routes, WATCH)
+        assert watch["timeout"] == "0s", name
+
+
+def routed(routes: list[dict[str, Any]], path: str) -> list[dict[str, Any]]:
+    """The routes of a VirtualService that match `path`."""
+    return [r for r in routes if any(istio_matches(m, path) for m in r["match"])]

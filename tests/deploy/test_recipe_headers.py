@@ -193,3 +193,30 @@ def test_gateway_side_reads_the_recipes_keys() -> None:
         "bindAddresses=lb:http://0.0.0.0:8080\ntrustedProxyCidrs=10.0.0.20/32\n"
         "trustedForwardedHeaders=\n"
     )
+
+
+def seconds(value: str) -> int:
+    """An nginx time value (`90`, `30s`, `5m`, `1h`) in seconds."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    return int(value[:-1]) * units[value[-1]] if value[-1] in units else int(value)
+
+
+@pytest.mark.parametrize("path", NGINX_HTTP, ids=ids(NGINX_HTTP))
+def test_every_server_passes_the_watch_upgrade_and_keeps_it_open(path: Path) -> None:
+    """The ownership watch is a WebSocket: nginx passes the upgrade on only when told to, and
+    closes a proxied connection that reads nothing for proxy_read_timeout (60 s by default)."""
+    directives = walk(nginx_directives(path.read_text()))
+    servers = [d for d in directives if d.name == "server" and d.block]  # not an upstream's
+    assert servers
+    for server in servers:
+        (watch,) = [
+            d for d in server.block if d.name == "location" and d.args == ["=", "/lookup/v2/watch"]
+        ]
+        settings = {d.name: d.args for d in watch.block if d.name != "proxy_set_header"}
+        headers = {
+            d.args[0].lower(): d.args[1] for d in watch.block if d.name == "proxy_set_header"
+        }
+        assert headers["upgrade"] == "$http_upgrade" and headers["connection"] == "upgrade"
+        assert settings["proxy_http_version"] == ["1.1"]
+        assert seconds(settings["proxy_read_timeout"][0]) >= 3600
+        assert seconds(settings["proxy_send_timeout"][0]) >= 3600
