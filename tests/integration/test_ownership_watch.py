@@ -159,3 +159,354 @@ async def test_moves_and_deletes_are_pushed_with_zookeeper_generations(
         back = await watcher.about(IN_FIRST)
         assert back["brokerUrl"] == "pulsar://b1.example.com:6650"
         assert back["generation"] == zxid(zk, OWNERSHIP) > parent
+
+
+async def test_the_owners_registration_going_and_coming_is_pushed_load_reports_are_not(
+    gateway: Gateway, zk: KazooClient
+) -> None:
+    registration = f"/loadbalance/brokers/{broker_id(1)}"
+    async with watching(gateway.port_of("external", "http")) as watcher:
+        await watcher.subscribe(IN_FIRST, IN_SECOND)
+        await watcher.next()
+        await watcher.next()
+        data, _ = zk.get(registration)
+        zk.delete(registration)  # broker 1 is gone: nobody alive owns its bundle
+        gone = await watcher.about(IN_FIRST)
+        assert gone == {
+            "type": "unowned",
+            "topic": IN_FIRST,
+            "generation": zxid(zk, "/loadbalance/brokers", "pzxid"),
+        }
+        zk.create(registration, data)  # and back
+        back = await watcher.about(IN_FIRST)
+        assert back["type"] == "owner"
+        assert back["generation"] == zxid(zk, registration, "czxid") > gone["generation"]
+        # A load report rewrites the registration: nothing to tell. The next message is
+        # about the other topic, moved afterwards.
+        zk.set(registration, encode(broker_node(1, usage=0.93)))
+        zk.set(f"/namespace/public/default/{SECOND}", encode(ownership_node(1)))
+        assert (await watcher.next())["topic"] == IN_SECOND
+
+
+async def test_two_gateways_and_a_restart_agree_on_generations(
+    zookeeper: EmbeddedZooKeeper, zk_chroot: str, zk: KazooClient, gateway: Gateway
+) -> None:
+    config = config_from(config_text(zookeeper.connect_string, zk_chroot))
+    async with watching(gateway.port_of("external", "http")) as one:
+        await one.subscribe(IN_FIRST)
+        await one.next()
+        zk.set(OWNERSHIP, encode(ownership_node(2)))
+        before = await one.about(IN_FIRST)
+        # A second gateway, started after the move, dates the same state alike.
+        async with (
+            running(config) as other,
+            watching(other.port_of("external", "http")) as two,
+        ):
+            await two.subscribe(IN_FIRST)
+            assert await two.next() == before
+            zk.delete(OWNERSHIP)
+            assert await one.about(IN_FIRST) == await two.about(IN_FIRST)
+            zk.create(OWNERSHIP, encode(ownership_node(1)))
+            after = await one.about(IN_FIRST)
+            assert after == await two.about(IN_FIRST)
+            assert after["generation"] > before["generation"]
+
+
+async def test_the_listener_is_chosen_as_for_a_lookup(gateway: Gateway) -> None:
+    external, internal = gateway.port_of("external", "http"), gateway.port_of("internal", "http")
+    cases = [
+        (external, {}, "", "pulsar://b1.example.com:6650"),  # the socket's listener
+        (internal, {}, "", "pulsar://10.0.0.1:6650"),
+        (external, {"X-Pulsar-ListenerName": "internal"}, "", "pulsar://10.0.0.1:6650"),
+        # the query wins over the header
+        (
+            internal,
+            {"X-Pulsar-ListenerName": "internal"},
+            "?listenerName=external",
+            "pulsar://b1.example.com:6650",
+        ),
+    ]
+    for port, headers, query, broker_url in cases:
+        async with watching(port, headers=headers, query=query) as watcher:
+            await watcher.subscribe(IN_FIRST)
+            assert (await watcher.next())["brokerUrl"] == broker_url, (port, headers, query)
+    # A listener no broker advertises fails each topic, as its lookups fail; a name that
+    # cannot be a listener's is refused at the upgrade.
+    async with watching(external, query="?listenerName=nowhere") as watcher:
+        await watcher.subscribe(IN_FIRST)
+        assert (await watcher.next())["code"] == "listener_not_found"
+    with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+        async with watching(external, headers={"X-Pulsar-ListenerName": "no such name!"}):
+            pass
+    assert refused.value.status == 400
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"http://127.0.0.1:{external}/lookup/v2/watch") as plain,  # not an upgrade
+    ):
+        assert plain.status == 426
+
+
+async def test_per_topic_answers_keep_the_stream_open(gateway: Gateway, zk: KazooClient) -> None:
+    unowned = topic_in_range(0x80000000, 0xC0000000)
+    async with watching(gateway.port_of("external", "http")) as watcher:
+        await watcher.subscribe("persistent://bad", "persistent://public/nowhere/t", unowned)
+        seen = {(body := await watcher.next())["topic"]: body for _ in range(3)}
+        assert seen["persistent://bad"]["code"] == "invalid_topic"
+        assert seen["persistent://public/nowhere/t"]["code"] == "not_found"
+        assert seen[unowned] == {
+            "type": "unowned",
+            "topic": unowned,
+            "generation": zxid(zk, "/namespace/public/default", "pzxid"),
+        }
+        # still open: an unsubscribed topic is not told about, a subscribed one is
+        await watcher.send({"type": "unsubscribe", "topics": [unowned]})
+        await watcher.subscribe(IN_FIRST)
+        assert (await watcher.next())["topic"] == IN_FIRST
+        zk.create("/namespace/public/default/0x80000000_0xc0000000", encode(ownership_node(1)))
+        zk.set(OWNERSHIP, encode(ownership_node(2)))
+        assert (await watcher.next())["topic"] == IN_FIRST
+
+
+def token(role: str, expires_in: float | None = None) -> str:
+    claims: dict[str, Any] = {"sub": role}
+    if expires_in is not None:
+        claims["exp"] = int(time.time() + expires_in)
+    return jwt.encode(claims, SECRET, algorithm="HS256")
+
+
+def bearer(role: str, expires_in: float | None = None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token(role, expires_in)}"}
+
+
+async def test_tokens_refresh_expire_and_topics_are_authorized(
+    zookeeper: EmbeddedZooKeeper, zk_chroot: str, zk: KazooClient
+) -> None:
+    policies = "/admin/policies/public/default"
+    content = json.loads(zk.get(policies)[0])
+    zk.set(
+        policies, encode(content | {"auth_policies": {"namespace_auth": {"alice": ["consume"]}}})
+    )
+    extra = (
+        "authenticationEnabled=true\nauthenticationProviders=token\n"
+        f"tokenSecretKey=data:;base64,{base64.b64encode(SECRET).decode()}\n"
+        "authorizationEnabled=true\nwatchMaxStreamsPerRole=2\n"
+    )
+    config = config_from(config_text(zookeeper.connect_string, zk_chroot, extra))
+    async with running(config) as gateway:
+        port = gateway.port_of("external", "http")
+        with pytest.raises(aiohttp.WSServerHandshakeError) as stranger:
+            async with watching(port):
+                pass
+        assert stranger.value.status == 401
+        async with watching(port, headers=bearer("mallory")) as mallory:
+            await mallory.subscribe(IN_FIRST)
+            assert (await mallory.next())["code"] == "not_authorized"
+
+        async with (
+            watching(port, headers=bearer("alice", 2)) as refreshed,
+            watching(port, headers=bearer("alice", 2)) as expiring,
+        ):
+            # a third stream of the role is over watchMaxStreamsPerRole
+            async with watching(port, headers=bearer("alice")) as third:
+                code, seen = await third.closed()
+                assert (code, seen[0]["code"]) == (4008, "limit_exceeded")
+            for watcher in (refreshed, expiring):
+                await watcher.subscribe(IN_FIRST)
+                assert (await watcher.next())["type"] == "owner"
+            await refreshed.send({"type": "update_token", "token": token("alice", 60)})
+            assert await refreshed.next() == {"type": "update_token_response"}
+            code, seen = await expiring.closed()  # (its token expires within 2 s)
+            assert (code, [m["code"] for m in seen]) == (4001, ["token_expired"])
+            zk.set(OWNERSHIP, encode(ownership_node(2)))  # after the first token's expiry
+            assert (await refreshed.about(IN_FIRST))["brokerUrl"] == "pulsar://b2.example.com:6650"
+            await refreshed.send({"type": "update_token", "token": token("bob", 60)})
+            code, seen = await refreshed.closed()
+            assert (code, [m["code"] for m in seen]) == (4001, ["unauthenticated"])
+
+        async with watching(port, headers=bearer("alice")) as forged:
+            await forged.send({"type": "update_token", "token": "not-a-jwt"})
+            code, seen = await forged.closed()
+            assert (code, [m["code"] for m in seen]) == (4001, ["unauthenticated"])
+
+
+async def test_limits_of_topics_and_streams_per_address(
+    zookeeper: EmbeddedZooKeeper, zk_chroot: str, zk: KazooClient
+) -> None:
+    extra = "watchMaxTopicsPerStream=2\nwatchMaxStreamsPerAddress=2\n"
+    config = config_from(config_text(zookeeper.connect_string, zk_chroot, extra))
+    async with running(config) as gateway:
+        port = gateway.port_of("external", "http")
+        async with watching(port) as greedy:
+            await greedy.subscribe(IN_FIRST, IN_SECOND)
+            await greedy.next()
+            await greedy.next()
+            await greedy.subscribe(topic_in_range(0x80000000, 0xC0000000))
+            code, seen = await greedy.closed()
+            assert (code, [m["code"] for m in seen]) == (4008, ["limit_exceeded"])
+        async with watching(port) as one, watching(port) as two, watching(port) as three:
+            code, seen = await three.closed()
+            assert (code, [m["code"] for m in seen]) == (4008, ["limit_exceeded"])
+            await one.subscribe(IN_FIRST)
+            await two.subscribe(IN_FIRST)
+            assert (await one.next())["topic"] == (await two.next())["topic"] == IN_FIRST
+
+
+# -- hostile and slow clients -------------------------------------------------------------------
+
+
+def raw_stream(port: int) -> socket.socket:
+    """A WebSocket opened by hand, with a tiny receive buffer, that reads nothing after the
+    upgrade's answer (blocking: run it in a thread)."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.settimeout(WAIT)
+    sock.connect(("127.0.0.1", port))
+    key = base64.b64encode(os.urandom(16)).decode()
+    sock.sendall(
+        (
+            "GET /lookup/v2/watch HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        ).encode()
+    )
+    head = b""
+    while not head.endswith(b"\r\n\r\n"):  # byte by byte: not a byte of the frames after it
+        head += sock.recv(1)
+    assert head.startswith(b"HTTP/1.1 101"), head
+    return sock
+
+
+def client_frame(payload: bytes, opcode: int = 0x1) -> bytes:
+    """One masked frame, as a client sends it (RFC 6455 5.2)."""
+    mask = os.urandom(4)
+    size = len(payload)
+    if size < 126:
+        header = bytes([0x80 | opcode, 0x80 | size])
+    elif size < 65536:
+        header = bytes([0x80 | opcode, 0x80 | 126]) + size.to_bytes(2, "big")
+    else:
+        header = bytes([0x80 | opcode, 0x80 | 127]) + size.to_bytes(8, "big")
+    return header + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+def metric(gateway: Gateway, name: str) -> float:
+    value = gateway.service.metrics.registry.get_sample_value(name)
+    return value or 0.0
+
+
+async def test_a_client_that_reads_nothing_is_coalesced_then_closed(
+    zookeeper: EmbeddedZooKeeper, zk_chroot: str, zk: KazooClient
+) -> None:
+    extra = "watchStalledReaderTimeoutSeconds=4\n"
+    config = config_from(config_text(zookeeper.connect_string, zk_chroot, extra))
+    async with running(config) as gateway:
+        topics = [f"persistent://public/default/t{n}" for n in range(3000)]  # ~600 KB of answers
+        subscribe = json.dumps({"type": "subscribe", "topics": topics}).encode()
+        sock = await asyncio.to_thread(raw_stream, gateway.port_of("external", "http"))
+        try:
+            await asyncio.to_thread(sock.sendall, client_frame(subscribe))
+            coalesced = "pulsar_lookup_gateway_watch_coalesced_updates_total"
+
+            async def moved_twice() -> bool:
+                for owner in (2, 1):
+                    zk.set(OWNERSHIP, encode(ownership_node(owner)))
+                    await asyncio.sleep(0.05)
+                return metric(gateway, coalesced) > 0
+
+            # Answers about the moved bundle's topics wait unsent: the newer one replaces them.
+            await eventually(moved_twice, timeout=WAIT)
+            open_streams = "pulsar_lookup_gateway_watch_streams"
+            await eventually(lambda: metric(gateway, open_streams) == 0, timeout=WAIT)
+        finally:
+            sock.close()
+        # the gateway serves on
+        async with watching(gateway.port_of("external", "http")) as watcher:
+            await watcher.subscribe(IN_FIRST)
+            assert (await watcher.next())["type"] == "owner"
+
+
+async def test_bad_requests_close_the_stream_with_a_reason(
+    zookeeper: EmbeddedZooKeeper, zk_chroot: str, zk: KazooClient
+) -> None:
+    config = config_from(
+        config_text(zookeeper.connect_string, zk_chroot, "watchMaxFrameBytes=2048\n")
+    )
+    async with running(config) as gateway:
+        port = gateway.port_of("external", "http")
+        cases: list[tuple[Any, int]] = [
+            ("{not json", 1008),
+            ('{"type": "subscribe", "topics": "persistent://public/default/t"}', 1008),
+            ('{"type": "explode"}', 1008),
+            (b"\x00binary", 1003),
+            (json.dumps({"type": "subscribe", "topics": ["x" * 3000]}), 1009),  # too big
+        ]
+        for request, expected in cases:
+            async with watching(port) as watcher:
+                if isinstance(request, bytes):
+                    await watcher.ws.send_bytes(request)
+                else:
+                    await watcher.ws.send_str(request)
+                code, seen = await watcher.closed()
+                assert code == expected, request
+                assert all(m["type"] == "error" and "topic" not in m for m in seen)
+        async with watching(port) as watcher:
+            await watcher.subscribe(IN_FIRST)
+            assert (await watcher.next())["type"] == "owner"
+
+
+async def eventually(check: Any, *, timeout: float) -> None:
+    """`check` (sync or async) holds within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if asyncio.iscoroutine(result):
+            result = await result
+        if result:
+            return
+        assert time.monotonic() < deadline, "condition still false"
+        await asyncio.sleep(0.05)
+
+
+# -- the file: store, the command line, a stop ------------------------------------------------
+
+
+async def test_a_snapshot_dates_its_answers_by_its_modification_time(tmp_path: Path) -> None:
+    from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
+
+    snapshot = tmp_path / "cluster.json"
+    write_snapshot(snapshot, cluster(brokers=2, owned={FIRST: 1}))
+    config = config_from(
+        f"metadataStoreUrl=file:{snapshot}\n"
+        "advertisedListeners=external:pulsar://127.0.0.2:6650,external:http://127.0.0.2:8080\n"
+        "bindAddresses=external:http://127.0.0.1:0\nbrokerServicePort=\nwebServicePort=\n"
+    )
+    async with running(config) as gateway, watching(gateway.port_of("external", "http")) as w:
+        await w.subscribe(IN_FIRST)
+        first = await w.next()
+        assert first["generation"] == snapshot.stat().st_mtime_ns // 1_000_000
+        await asyncio.sleep(0.01)  # (a newer modification time)
+        write_snapshot(snapshot, cluster(brokers=2, owned={FIRST: 2}))
+        moved = await w.about(IN_FIRST)  # (the file is checked once a second)
+        assert moved["brokerUrl"] == "pulsar://b2.example.com:6650"
+        assert moved["generation"] == snapshot.stat().st_mtime_ns // 1_000_000
+        assert moved["generation"] > first["generation"]
+
+
+async def test_the_watch_command_prints_json_lines_and_ends_when_the_gateway_stops(
+    zookeeper: EmbeddedZooKeeper, zk_chroot: str, zk: KazooClient
+) -> None:
+    config = config_from(config_text(zookeeper.connect_string, zk_chroot))
+    gateway = Gateway(config)
+    await gateway.start()
+    try:
+        port = gateway.port_of("internal", "http")
+        command = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "pulsar_lookup_gateway.gateway.cli", "watch",
+            "--url", f"ws://127.0.0.1:{port}", "--listener", "external", IN_FIRST,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        assert command.stdout is not None
+        line = await asyncio.wait_for(command.stdout.readline(), WAIT * 3)
+        assert json.loads(line)["brokerUrl"] == "pulsar://b1.example.com:6650"
+    finally:
+        await gateway.stop()  # the stream closes with 1001 (going away)
+    assert await asyncio.wait_for(command.wait(), WAIT) == 0

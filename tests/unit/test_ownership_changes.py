@@ -1,0 +1,205 @@
+"""The ownership watch's pure rules: a topic's state and generation from a view dated with
+zxids, half-way views, what a write may affect, and how one stream coalesces."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
+from pulsar_lookup_gateway.lookup.ownership_changes import (
+    ALL,
+    BROKERS,
+    ErrorCode,
+    TopicState,
+    TopicStateKind,
+    answered_state,
+    failed_state,
+    keys_of_path,
+    registration_print,
+)
+from pulsar_lookup_gateway.lookup.resolve import resolve
+from pulsar_lookup_gateway.lookup.selection import ChoiceSource, ListenerChoice
+from pulsar_lookup_gateway.lookup.topics import TopicName
+from pulsar_lookup_gateway.lookup.view import EVERY_PATH, ClusterView
+from pulsar_lookup_gateway.lookup.watch_stream import CONTROL_LIMIT, StreamState
+from pulsar_lookup_gateway.metadata_store.synthetic import (
+    broker_id,
+    broker_node,
+    cluster,
+    ownership_node,
+    topic_in_range,
+)
+
+FIRST = "0x00000000_0x40000000"
+TOPIC = TopicName.parse(topic_in_range(0, 0x40000000))
+EXTERNAL = ListenerChoice("external", ChoiceSource.EXPLICIT)
+OWNERSHIP = f"/namespace/public/default/{FIRST}"
+REGISTRATION = f"/loadbalance/brokers/{broker_id(1)}"
+
+
+def dated_view(nodes: dict[str, Any], zxids: dict[str, tuple[int, int]]) -> ClusterView:
+    """A partial view (as ZooKeeper fills it) of `nodes`: each node dated (czxid, mzxid) by
+    `zxids` (default (1, 1)), each parent's list by the newest czxid under it."""
+    view = ClusterView(complete=False)
+    children: dict[str, set[str]] = {}
+    for path in nodes:
+        child = path
+        while child not in ("", "/"):
+            parent, _, name = child.rpartition("/")
+            children.setdefault(parent or "/", set()).add(name)
+            child = parent
+    children.setdefault("/admin/local-policies/public", set())  # (a parent read, empty)
+    for parent, names in children.items():
+        pzxid = max((zxids.get(f"{parent.rstrip('/')}/{n}", (1, 1))[0] for n in names), default=1)
+        view.set_children(parent, names, pzxid)
+    for path, content in nodes.items():
+        view.put_bytes(path, json.dumps(content).encode(), zxids.get(path, (1, 1)))
+    return view
+
+
+def state_of(view: ClusterView, choice: ListenerChoice = EXTERNAL) -> TopicState | None:
+    try:
+        return answered_state(resolve(TOPIC, choice, view), view)
+    except LookupFailure as failure:
+        return failed_state(TOPIC, failure, view)
+
+
+def test_an_owner_is_dated_by_its_ownership_node_and_registration_creation() -> None:
+    nodes = cluster(brokers=2, owned={FIRST: 1})
+    view = dated_view(nodes, {OWNERSHIP: (5, 9), REGISTRATION: (7, 40)})
+    assert state_of(view) == TopicState(
+        TopicStateKind.OWNER,
+        9,  # not 40: load reports rewrite the registration, its creation (7) dates it
+        "pulsar://b1.example.com:6650",
+        "pulsar+ssl://b1.example.com:6651",
+        None,
+        "https://b1.example.com:8443",
+    )
+    view = dated_view(nodes, {OWNERSHIP: (5, 9), REGISTRATION: (12, 40)})
+    assert state_of(view).generation == 12  # type: ignore[union-attr]
+
+
+def test_unowned_after_a_deletion_is_dated_by_the_parents_list() -> None:
+    nodes = cluster(brokers=2, owned={FIRST: 1})
+    view = dated_view(nodes, {OWNERSHIP: (5, 9)})
+    # The node read as deleted while the list still names it: half-way, nothing to tell.
+    view.put_absent(OWNERSHIP)
+    assert state_of(view) is None
+    view.set_children("/namespace/public/default", [], 15)  # the list, read again
+    assert state_of(view) == TopicState(TopicStateKind.UNOWNED, 15)
+
+
+def test_a_gone_registration_makes_its_bundles_unowned_once_settled() -> None:
+    nodes = cluster(brokers=2, owned={FIRST: 1})
+    view = dated_view(nodes, {OWNERSHIP: (5, 9)})
+    view.put_absent(REGISTRATION)
+    assert state_of(view) is None  # (still listed)
+    view.set_children("/loadbalance/brokers", [broker_id(2)], 21)
+    assert state_of(view) == TopicState(TopicStateKind.UNOWNED, 21)
+    # and a disabled ownership node (the bundle being unloaded) is unowned too, dated by it
+    view = dated_view(cluster(brokers=2) | {OWNERSHIP: ownership_node(1, disabled=True)},
+                      {OWNERSHIP: (5, 30)})  # fmt: skip
+    assert state_of(view) == TopicState(TopicStateKind.UNOWNED, 30)
+
+
+@pytest.mark.parametrize(
+    ("kind", "state"),
+    [
+        (FailureKind.NOT_AUTHORIZED, ErrorCode.NOT_AUTHORIZED),
+        (FailureKind.NAMESPACE_NOT_FOUND, ErrorCode.NOT_FOUND),
+        (FailureKind.TOPIC_NOT_FOUND, ErrorCode.NOT_FOUND),
+        (FailureKind.LISTENER_NOT_FOUND, ErrorCode.LISTENER_NOT_FOUND),
+        (FailureKind.METADATA_MALFORMED, ErrorCode.UNAVAILABLE),
+        (FailureKind.METADATA_UNAVAILABLE, None),  # of the moment: the last answer holds
+        (FailureKind.TOO_MANY_REQUESTS, None),
+    ],
+)
+def test_failures_map_to_error_codes(kind: FailureKind, state: ErrorCode | None) -> None:
+    found = failed_state(TOPIC, LookupFailure(kind, "why"), ClusterView(complete=True))
+    assert (found.code if found is not None else None) == state
+
+
+def test_messages_leave_out_what_the_lookup_gives_none_of() -> None:
+    owner = TopicState(TopicStateKind.OWNER, 7, "pulsar://b:6650", None, None, "https://b:8443")
+    assert json.loads(owner.message_json("t")) == {
+        "type": "owner", "topic": "t", "generation": 7,
+        "brokerUrl": "pulsar://b:6650", "httpUrlTls": "https://b:8443",
+    }  # fmt: skip
+    error = TopicState(TopicStateKind.ERROR, code=ErrorCode.NOT_FOUND, message="no")
+    assert json.loads(error.message_json("t")) == {
+        "type": "error", "topic": "t", "code": "not_found", "message": "no",
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("path", "keys"),
+    [
+        (OWNERSHIP, [("bundle", "public", "default", FIRST)]),
+        ("/namespace/public/default/", [("children", "public", "default")]),
+        ("/service_unit_state/public/default/b", [("bundle", "public", "default", "b")]),
+        ("/admin/policies/public/default", [("ns", "public", "default")]),
+        ("/admin/local-policies/public/default", [("ns", "public", "default")]),
+        ("/admin/policies/public", [("tenant", "public")]),
+        ("/admin/policies/public/", [("tenant", "public")]),
+        ("/admin/policies/", [ALL]),
+        ("/admin/clusters/east", [ALL]),
+        ("/admin/partitioned-topics/public/default/persistent/t",
+         [("topics", "public", "default")]),
+        ("/managed-ledgers/public/default/persistent/", [("topics", "public", "default")]),
+        (REGISTRATION, [("broker", broker_id(1))]),
+        ("/loadbalance/brokers/", [BROKERS]),
+        ("/loadbalance/leader", []),
+        ("//", [ALL]),
+        (EVERY_PATH, [ALL]),
+        ("/somewhere/else", []),
+    ],
+)  # fmt: skip
+def test_keys_of_a_written_path(path: str, keys: list[tuple[str, ...]]) -> None:
+    assert keys_of_path(path) == keys
+
+
+def test_a_load_report_does_not_change_a_registrations_print() -> None:
+    nodes = cluster(brokers=1)
+    before = registration_print(dated_view(nodes, {REGISTRATION: (7, 8)}), broker_id(1))
+    reported = nodes | {REGISTRATION: broker_node(1, usage=0.99)}
+    assert registration_print(dated_view(reported, {REGISTRATION: (7, 50)}), broker_id(1)) == before
+    moved = nodes | {REGISTRATION: broker_node(1, names=("internal",))}
+    assert registration_print(dated_view(moved, {REGISTRATION: (7, 50)}), broker_id(1)) != before
+
+
+# -- one stream ---------------------------------------------------------------------------------
+
+
+def test_a_slow_stream_keeps_the_latest_message_per_topic() -> None:
+    stream = StreamState(max_topics=2)
+    assert stream.add("a") and stream.add("b") and not stream.add("a")
+    assert not stream.room_for(["c"]) and stream.room_for(["a", "b"])
+    for message in ("a1", "a2", "a3"):
+        stream.offer("a", message)
+    stream.offer("b", "b1")
+    assert not stream.offer("z", "not watched")
+    assert stream.coalesced == 2
+    assert stream.take() == ["a3", "b1"] and stream.take() == []
+    stream.offer("a", "a4")
+    stream.remove("a")  # its unsent message goes with it
+    assert stream.take() == []
+    assert all(stream.offer_control("x") for _ in range(CONTROL_LIMIT))
+    assert not stream.offer_control("one too many")
+
+
+@given(st.lists(st.tuples(st.sampled_from("abcdefgh"), st.booleans()), max_size=300))
+def test_unsent_messages_never_exceed_the_topics_watched(ops: list[tuple[str, bool]]) -> None:
+    stream = StreamState(max_topics=8)
+    for topic, subscribe in ops:
+        if subscribe:
+            stream.add(topic)
+        else:
+            stream.remove(topic)
+        for watched in list(stream.topics):
+            stream.offer(watched, f"{watched}!")
+        assert stream.pending <= len(stream.topics)
