@@ -1,7 +1,16 @@
 # syntax=docker/dockerfile:1
-# pulsar-lookup-gateway: docker build -t pulsar-lookup-gateway .
-# Run:   docker run -v /path/to/gateway.conf:/etc/pulsar-lookup-gateway/gateway.conf:ro \
-#          -p 6650:6650 -p 8080:8080 pulsar-lookup-gateway
+# pulsar-lookup-gateway, from the repository's root (the tag is the project's version):
+#   docker build -t pulsar-lookup-gateway:0.1.0 .
+# Run it on a config of your own (a copy of configs/gateway.conf, the image's default) with the
+# TLS files that config names (server.crt, server.key, ca.crt under /etc/pulsar-lookup-gateway/tls;
+# `pulsar-lookup-gateway certs` writes a development set), publishing every port of its
+# bindAddresses; --user lets the container read key files only you may read (mode 0600):
+#   cp configs/gateway.conf gateway.conf    # then set metadataStoreUrl and the listeners
+#   pulsar-lookup-gateway certs --out tls --host pulsar.example.com
+#   docker run --rm --user "$(id -u):$(id -g)" \
+#     -v "$PWD/gateway.conf:/etc/pulsar-lookup-gateway/gateway.conf:ro" \
+#     -v "$PWD/tls:/etc/pulsar-lookup-gateway/tls:ro" \
+#     -p 6650:6650 -p 6651:6651 -p 8080:8080 -p 8443:8443 pulsar-lookup-gateway:0.1.0
 # Any key can also be set as an environment variable, e.g.
 #   -e PULSAR_GATEWAY_metadataStoreUrl=zk:zk-0:2181/pulsar
 

@@ -4,9 +4,11 @@ deployment relies on say what they must."""
 from __future__ import annotations
 
 import fnmatch
+import shlex
 import subprocess
 import sys
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -14,12 +16,14 @@ import pytest
 from pulsar_lookup_gateway.listeners.conf_file import parse_properties
 from pulsar_lookup_gateway.listeners.config import validate_raw
 from pulsar_lookup_gateway.listeners.endpoints import Scheme
+from pulsar_lookup_gateway.tls.devcerts import write_dev_certs
 from tests.deploy.artefacts import (
     CONFIG_PATH,
     DOCKERFILE,
     Instruction,
     dockerfile_instructions,
     exec_form,
+    files_named,
 )
 from tests.processes import ROOT
 
@@ -155,3 +159,83 @@ def ignored(path: str, patterns: list[str]) -> bool:
         if any(fnmatch.fnmatchcase(c, r) for c in candidates for r in regexes):
             verdict = not include
     return verdict
+
+
+# -- the docker commands the Dockerfile and the README give ------------------------------------
+
+DOCUMENTS = [DOCKERFILE, ROOT / "README.md"]
+
+
+def shell_commands(text: str) -> list[list[str]]:
+    """The commands of a text's examples: comment marks (`#`) and prompts (`$ `) stripped,
+    continued lines joined, each split as a shell would (quotes removed, comments dropped)."""
+    commands, pending = [], ""
+    for raw in text.splitlines():
+        line = raw.strip().removeprefix("#").strip().removeprefix("$ ").strip()
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        line, pending = pending + line, ""
+        if line.startswith(("docker ", "pulsar-lookup-gateway certs")):
+            commands.append(shlex.split(line, comments=True))
+    return commands
+
+
+@dataclass(frozen=True)
+class DockerRun:
+    image: str
+    options: dict[str, list[str]]  # option -> its values, in order
+
+    def mounts(self) -> dict[str, str]:
+        """Container path -> host path of each -v."""
+        found = {}
+        for volume in self.options.get("-v", []):
+            host, container, *_ = volume.split(":")
+            found[container] = host
+        return found
+
+
+def docker_run(argv: list[str]) -> DockerRun:
+    options: dict[str, list[str]] = {}
+    flags = {"--rm", "-d", "-it", "-i", "-t"}
+    rest = argv[2:]
+    while rest and rest[0].startswith("-"):
+        option = rest.pop(0)
+        options.setdefault(option, [])
+        if option not in flags:
+            options[option].append(rest.pop(0))
+    return DockerRun(rest[0], options)
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=[d.name for d in DOCUMENTS])
+def test_the_docker_example_runs_the_image_it_builds_on_the_files_it_needs(
+    document: Path, tmp_path: Path
+) -> None:
+    """As written: the image name built is the one run, at the project's version; every port of
+    the shipped config is published; the config is mounted where the ENTRYPOINT reads it, and
+    every file it names (TLS) is under a mount whose host side `certs --out` fills with files of
+    those names; key files only their owner reads need --user."""
+    commands = shell_commands(document.read_text())
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    (build,) = [c for c in commands if c[:2] == ["docker", "build"]]
+    tag = build[build.index("-t") + 1]
+    assert tag == f"pulsar-lookup-gateway:{version}" and build[-1] == ".", build
+    (run_argv,) = [c for c in commands if c[:2] == ["docker", "run"]]
+    run = docker_run(run_argv)
+    assert run.image == tag
+    published = {int(p.rsplit(":", 1)[1]) for p in run.options.get("-p", [])}
+    exposed = {int(port.split("/")[0]) for port in one("EXPOSE").arguments.split()}
+    assert published == exposed
+    mounts = run.mounts()
+    assert CONFIG_PATH in mounts
+    (certs_argv,) = [c for c in commands if c[:2] == ["pulsar-lookup-gateway", "certs"]]
+    out = certs_argv[certs_argv.index("--out") + 1]
+    written = {p.name for p in write_dev_certs(tmp_path / "certs").directory.iterdir()}
+    raw = parse_properties(shipped_config_path().read_text(), "gateway.conf")
+    named = files_named(raw)
+    assert named, "the shipped config names no file"
+    for key, path in named.items():
+        directory, name = path.rsplit("/", 1)
+        assert mounts.get(directory, "").endswith(f"/{out}"), f"{key}={path}: not mounted"
+        assert name in written, f"{key}={path}: `certs` writes no {name}"
+    assert "--user" in run.options  # certs writes server.key for its owner only (0600)

@@ -22,6 +22,7 @@ import base64
 import contextlib
 import hashlib
 import json
+import re
 import ssl
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -220,7 +221,7 @@ def test_the_examples_cover_every_route_of_the_gateway(stage: Stage) -> None:
         for spec, server in stage.gateway.servers
         if isinstance(server, HttpServer) and spec.listener == "internal"
     ]
-    patterns = []
+    patterns: list[re.Pattern[str] | str] = []
     for resource in app.router.resources():
         info = resource.get_info()
         if "path" in info:
