@@ -14,7 +14,7 @@ partner (partner). The topics are generated as one Parquet file in a temp dir.
 Spark: the job as `resolve-zones` runs it (`zones.cli.run`: snapshot file read, answer table,
 Parquet write partitioned by zone, summary, CSV and PNG), timed end to end; the SparkSession start
 (JVM) is timed separately; Spark's event log gives each phase's wall and CPU time. The per-pair
-plan runs the job as it was before (`zones.spark.resolve_zones`, the summary read back from the
+plan runs the job as it was before (`zones.spark.per_pair_plan`, the summary read back from the
 Parquet). Baseline: the gateway's HTTP app (`http_api.app.build_app` on a `LookupService` over a
 `FileSource` of the same snapshot, in a child process) answering one lookup at a time
 (`?listenerName=<zone's listener>`, keep-alive, 307s not followed) for random (topic, zone) pairs.
@@ -135,20 +135,20 @@ def _job_args(work: Path, master: str) -> argparse.Namespace:
 
 def _per_pair_job(args: argparse.Namespace) -> int:
     """The job as it ran before the answer table: resolve() for every pair in the Python
-    workers (`resolve_zones`), the summary read back from the written Parquet."""
+    workers (`per_pair_plan`), the summary read back from the written Parquet."""
     from pulsar_lookup_gateway.lookup.resolve import ResolvePolicy
     from pulsar_lookup_gateway.metadata_store.snapshot import read_nodes
     from pulsar_lookup_gateway.metadata_store.url import parse_metadata_url
     from pulsar_lookup_gateway.zones.chart import plot_share
     from pulsar_lookup_gateway.zones.pairs import read_zones, write_summary_csv
-    from pulsar_lookup_gateway.zones.spark import read_topics, resolve_zones, session, summarize
+    from pulsar_lookup_gateway.zones.spark import per_pair_plan, read_topics, session, summarize
 
     zones = read_zones(args.zones)
     nodes = read_nodes(parse_metadata_url(args.metadata))
     spark, _owned = session(args.master)
     topics = read_topics(spark, args.topics, "parquet")
     answers = str(Path(args.out) / "answers")
-    frame = resolve_zones(spark, nodes, topics, zones, ResolvePolicy())
+    frame = per_pair_plan(spark, nodes, topics, zones, ResolvePolicy())
     frame.write.mode("overwrite").partitionBy("zone").parquet(answers)
     rows = summarize(spark, answers, zones)
     write_summary_csv(rows, Path(args.out) / "summary.csv")

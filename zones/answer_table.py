@@ -122,7 +122,7 @@ def build_table(
 ) -> AnswerTable:
     """The tables for a complete snapshot (`nodes`, and the view built from it)."""
     table = AnswerTable(tuple(zones), protocol)
-    for namespace in _namespaces(nodes):
+    for namespace in namespaces_of(nodes):
         reason = _add_namespace(table, namespace, view, policy)
         if reason is not None:
             table.per_pair_namespaces[str(namespace)] = reason
@@ -130,7 +130,8 @@ def build_table(
     return table
 
 
-def _namespaces(nodes: Iterable[str]) -> list[NamespaceName]:
+def namespaces_of(nodes: Iterable[str]) -> list[NamespaceName]:
+    """The namespaces whose policies the snapshot holds, in order."""
     found: set[NamespaceName] = set()
     prefix = POLICIES_ROOT + "/"
     for path in nodes:

@@ -102,28 +102,45 @@ def parse_zones(text: str, origin: str) -> list[Zone]:
         cells = [cell.strip() for cell in row]
         if not cells or not any(cells) or cells[0].startswith("#"):
             continue
-        where = f"{origin}:{number}"
         if not zones and cells[0].lower() == "zone":
             continue  # header
-        if len(cells) not in (2, 3):
-            raise ZonesError(f"{where}: expected zone,listener[,tls], got {len(cells)} fields")
-        name, listener = cells[0], cells[1]
-        if not _ZONE_NAME.fullmatch(name):
-            raise ZonesError(f"{where}: zone {name!r}: use letters, digits, '_', '-' and '.'")
-        if not is_listener_name(listener):
-            raise ZonesError(
-                f"{where}: zone {name!r}: listener {listener!r}: use {LISTENER_NAME_RULE}"
-            )
-        flag = cells[2].lower() if len(cells) == 3 else ""
-        if flag not in _TRUE and flag not in _FALSE:
-            raise ZonesError(f"{where}: zone {name!r}: tls {cells[2]!r} is not true or false")
-        if name in seen:
-            raise ZonesError(f"{where}: zone {name!r} is listed twice")
-        seen.add(name)
-        zones.append(Zone(name, listener, flag in _TRUE))
+        zones.append(_zone(cells, f"{origin}:{number}", seen))
     if not zones:
         raise ZonesError(f"{origin}: no zones (expected lines of zone,listener[,tls])")
     return zones
+
+
+def zones_from_rows(rows: Iterable[Sequence[Any]], origin: str) -> list[Zone]:
+    """Zones from rows of (zone, listener[, tls]) values (a DataFrame's, a list of tuples),
+    checked as the zones file is; `tls` may be a bool, None (false) or a word."""
+    zones: list[Zone] = []
+    seen: set[str] = set()
+    for number, row in enumerate(rows, start=1):
+        values = list(row)
+        if len(values) == 3 and (values[2] is None or isinstance(values[2], bool)):
+            values[2] = "true" if values[2] else "false"
+        cells = ["" if v is None else str(v).strip() for v in values]
+        zones.append(_zone(cells, f"{origin} row {number}", seen))
+    if not zones:
+        raise ZonesError(f"{origin}: no zones (expected rows of zone, listener[, tls])")
+    return zones
+
+
+def _zone(cells: list[str], where: str, seen: set[str]) -> Zone:
+    if len(cells) not in (2, 3):
+        raise ZonesError(f"{where}: expected zone,listener[,tls], got {len(cells)} fields")
+    name, listener = cells[0], cells[1]
+    if not _ZONE_NAME.fullmatch(name):
+        raise ZonesError(f"{where}: zone {name!r}: use letters, digits, '_', '-' and '.'")
+    if not is_listener_name(listener):
+        raise ZonesError(f"{where}: zone {name!r}: listener {listener!r}: use {LISTENER_NAME_RULE}")
+    flag = cells[2].lower() if len(cells) == 3 else ""
+    if flag not in _TRUE and flag not in _FALSE:
+        raise ZonesError(f"{where}: zone {name!r}: tls {cells[2]!r} is not true or false")
+    if name in seen:
+        raise ZonesError(f"{where}: zone {name!r} is listed twice")
+    seen.add(name)
+    return Zone(name, listener, flag in _TRUE)
 
 
 def read_zones(path: str | Path) -> list[Zone]:

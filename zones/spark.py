@@ -4,7 +4,7 @@ Two plans give the same rows. `plan_zones` (the job's): the driver answers each 
 of the snapshot once with `zones.pairs.resolve_pairs` (`zones.answer_table`), and Spark's own
 engine parses the names, expands partitioned topics, finds each bundle by the CRC-32 of the name
 and looks its answers up with broadcast joins; only names it cannot answer for sure reach Python.
-`resolve_zones` (the per-pair plan, the reference): the driver broadcasts the snapshot, and each
+`per_pair_plan` (the per-pair plan, the reference): the driver broadcasts the snapshot, and each
 executor process builds one ClusterView from it and answers every batch of topics with
 `resolve_pairs`, which calls the gateway's own resolve(). No row reads ZooKeeper or calls the
 gateway. Imports pyarrow (and pyspark where it is used): the command line loads this module only
@@ -47,6 +47,7 @@ from pulsar_lookup_gateway.zones.pairs import (
     build_summary,
     resolve_pairs,
 )
+from pulsar_lookup_gateway.zones.shipping import ship
 
 # The answer COLUMNS as Arrow (the executors' batches) and Spark (the DataFrame) see them: strings
 # but for these two.
@@ -92,7 +93,7 @@ def _resolve_batches(
         yield pa.RecordBatch.from_pydict(columns, schema=ARROW_SCHEMA)
 
 
-def resolve_zones(
+def per_pair_plan(
     spark: Any,
     nodes: dict[str, Any],
     topics_df: Any,
@@ -105,6 +106,7 @@ def resolve_zones(
     `topic` column; `nodes` is the snapshot (znode path -> JSON content) every answer reads.
 
     Lazy: nothing runs until the DataFrame is written or collected."""
+    ship(spark)
     topics = _spread_topics(spark, topics_df, zones, partitions)
     shared = _SharedSnapshot(uuid.uuid4().hex, spark.sparkContext.broadcast(nodes))
     return topics.mapInArrow(partial(_resolve_batches, shared, list(zones), policy), SPARK_SCHEMA)
@@ -225,26 +227,19 @@ def _native_names(topics: Any) -> Any:
     )
 
 
-def plan_zones(
+def _route(
     spark: Any,
     nodes: dict[str, Any],
     topics_df: Any,
     zones: list[Zone],
     policy: ResolvePolicy,
-    *,
-    partitions: int | None = None,
-    protocol: str | None = None,
-) -> ZonePlan:
-    """Every (topic, zone) pair's answer, the rows `resolve_zones` gives, computed in Spark's
-    engine: the driver answers every (bundle, domain) once with the per-pair path
-    (`zones.answer_table`); Spark parses the names, expands partitioned topics, finds each
-    bundle by the CRC-32 of the name and looks its answers up with broadcast joins. The topics
-    the table cannot answer for sure (unusual or invalid names, namespaces that do not exist or
-    are deleted, failing partitioned-topic metadata) go through `resolve_pairs` in Python.
-    `protocol`: add the endpoints column of that protocol handler (`zones.pairs`).
-
-    Runs one pass over the topics (parsed, routed and cached); the answers stay lazy until
-    they are written. Call `release()` when done."""
+    partitions: int | None,
+    protocol: str | None,
+) -> tuple[AnswerTable, Any, Any]:
+    """The answer table, the topics parsed, expanded and routed (lazy: one row per topic, or
+    per partition of a partitioned topic, with its answer key; null: the per-pair path), and
+    the table's answers as a DataFrame (key, answers: one struct per zone)."""
+    ship(spark)  # before any function of ours is pickled for the workers
     topics = _spread_topics(spark, topics_df, zones, partitions)
     table = build_table(nodes, ClusterView.from_snapshot(nodes), zones, policy, protocol)
     frames = _table_frames(spark, table)
@@ -277,36 +272,40 @@ def plan_zones(
     ).withColumn("hash", F.crc32("topic"))
     # The bundle: an equi join on (namespace, hash bucket), then the hash range; per-pair rows
     # (no namespace) match nothing and keep a null key.
-    routed = (
-        targets.join(
-            F.broadcast(frames["buckets"]),
-            (F.col("namespace_id") == F.col("b_namespace_id"))
-            & (F.expr("cast(shiftright(hash, shift) as int)") == F.col("b_bucket"))
-            & (F.col("hash") >= F.col("lower"))
-            & (F.col("hash") <= F.col("highest")),
-            "left",
-        )
-        .select(
-            "topic",
-            F.when(F.col("partition") >= 0, F.col("partition")).alias("partition"),
-            (F.col("bundle_id") * len(DOMAINS) + F.col("domain_index")).alias("key"),
-        )
-        .persist()
+    routed = targets.join(
+        F.broadcast(frames["buckets"]),
+        (F.col("namespace_id") == F.col("b_namespace_id"))
+        & (F.expr("cast(shiftright(hash, shift) as int)") == F.col("b_bucket"))
+        & (F.col("hash") >= F.col("lower"))
+        & (F.col("hash") <= F.col("highest")),
+        "left",
+    ).select(
+        "topic",
+        F.when(F.col("partition") >= 0, F.col("partition")).alias("partition"),
+        (F.col("bundle_id") * len(DOMAINS) + F.col("domain_index")).alias("key"),
     )
-    with _described(routed, "resolve-zones: parse and route the topics"):
-        per_pair_texts = routed.where(F.col("key").isNull()).count()
+    return table, routed, frames["answers"]
 
+
+def _fast_answers(routed: Any, answers: Any, table: AnswerTable) -> Any:
+    """The answers the table holds: one row per zone for every routed row with a key."""
     columns = ("topic", "partition", *table.columns)
-    fast = (
+    return (
         routed.where(F.col("key").isNotNull())
-        .join(F.broadcast(frames["answers"]), "key")
+        .join(F.broadcast(answers), "key")
         .select("topic", "partition", F.inline("answers"))
         .select(*columns)
     )
-    if not per_pair_texts:
-        return ZonePlan(table, routed, 0, None, fast)
+
+
+def _per_pair_answers(
+    spark: Any, routed: Any, nodes: dict[str, Any], table: AnswerTable, policy: ResolvePolicy
+) -> Any:
+    """The per-pair path's answers (resolve_pairs in the Python workers) for the routed rows
+    without a key."""
+    columns = ("topic", "partition", *table.columns)
     shared = _SharedSnapshot(uuid.uuid4().hex, spark.sparkContext.broadcast(nodes))
-    per_pair_answers = (
+    return (
         routed.where(F.col("key").isNull())
         .select("topic")
         .mapInArrow(
@@ -314,8 +313,54 @@ def plan_zones(
             partial(_table_batches, shared, AnswerTable(table.zones, table.protocol), policy),
             _spark_schema(columns),
         )
-        .persist()
     )
+
+
+def answers_frame(
+    spark: Any,
+    nodes: dict[str, Any],
+    topics_df: Any,
+    zones: list[Zone],
+    policy: ResolvePolicy,
+    *,
+    partitions: int | None = None,
+    protocol: str | None = None,
+) -> Any:
+    """The rows of `plan_zones`, as one lazy DataFrame that caches nothing and runs no job
+    (the Python API's `resolve_zones`): every action parses and routes the topics again."""
+    table, routed, answers = _route(spark, nodes, topics_df, zones, policy, partitions, protocol)
+    fast = _fast_answers(routed, answers, table)
+    return fast.unionByName(_per_pair_answers(spark, routed, nodes, table, policy))
+
+
+def plan_zones(
+    spark: Any,
+    nodes: dict[str, Any],
+    topics_df: Any,
+    zones: list[Zone],
+    policy: ResolvePolicy,
+    *,
+    partitions: int | None = None,
+    protocol: str | None = None,
+) -> ZonePlan:
+    """Every (topic, zone) pair's answer, the rows `per_pair_plan` gives, computed in Spark's
+    engine: the driver answers every (bundle, domain) once with the per-pair path
+    (`zones.answer_table`); Spark parses the names, expands partitioned topics, finds each
+    bundle by the CRC-32 of the name and looks its answers up with broadcast joins. The topics
+    the table cannot answer for sure (unusual or invalid names, namespaces that do not exist or
+    are deleted, failing partitioned-topic metadata) go through `resolve_pairs` in Python.
+    `protocol`: add the endpoints column of that protocol handler (`zones.pairs`).
+
+    Runs one pass over the topics (parsed, routed and cached); the answers stay lazy until
+    they are written. Call `release()` when done."""
+    table, routed, answers = _route(spark, nodes, topics_df, zones, policy, partitions, protocol)
+    routed = routed.persist()
+    with _described(routed, "resolve-zones: parse and route the topics"):
+        per_pair_texts = routed.where(F.col("key").isNull()).count()
+    fast = _fast_answers(routed, answers, table)
+    if not per_pair_texts:
+        return ZonePlan(table, routed, 0, None, fast)
+    per_pair_answers = _per_pair_answers(spark, routed, nodes, table, policy).persist()
     return ZonePlan(
         table, routed, per_pair_texts, per_pair_answers, fast.unionByName(per_pair_answers)
     )

@@ -1,0 +1,320 @@
+"""resolve-zones on a real Spark standalone cluster whose executors' Python lacks this package.
+
+One cluster for the module: a master and one worker started with PySpark's own launcher
+(`bin/spark-class`), on 127.0.0.1, 512 MB for the executor, stopped however the tests end. The
+executors run a Python made here (a venv of the same interpreter holding only PySpark's own
+needs, pyarrow and numpy: not this package, not pydantic, not kazoo). Against it: the
+`resolve-zones --master spark://...` command, the README's spark-submit recipe as written, and
+a user's script calling `resolve_zones` and reading the `pulsar-ownership` data source; each
+result equals the local[2] result on the same input.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.parquet as pq  # type: ignore[import-untyped]
+import pytest
+
+from pulsar_lookup_gateway.zones.pairs import COLUMNS
+from tests.processes import DEMO, EXE, ROOT
+
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:PySpark does not yet fully support pandas:FutureWarning"
+)
+
+#: How long a daemon may take to come up, and a client job to finish (a loaded 2-core machine).
+START_DEADLINE_S = 120.0
+JOB_TIMEOUT_S = 300.0
+#: PySpark's own needs: all the executors' Python gets.
+EXECUTOR_MODULES = ("pyarrow", "numpy", "numpy.libs", "pyarrow.libs")
+ZONES = [("dc", "internal", False), ("internet", "external", True), ("lab", "lab", False)]
+LISTENER = "external"
+
+# The README's spark-submit recipe, as written there; the test replaces only the placeholders
+# (the master's address and the executors' Python), in a folder holding the checkout's .venv
+# and configs and the example's topics.txt and zones.csv.
+RECIPE = """\
+printf 'import sys\\nfrom pulsar_lookup_gateway.zones.cli import main\\nsys.exit(main())\\n' \\
+    > resolve_zones.py
+.venv/bin/spark-submit --master spark://spark-master:7077 \\
+    --conf spark.pyspark.driver.python=.venv/bin/python \\
+    --conf spark.pyspark.python=/opt/python3.11/bin/python3 \\
+    resolve_zones.py --metadata file:configs/demo-cluster.json \\
+    --topics topics.txt --zones zones.csv --out zones-out
+"""
+
+USER_SCRIPT = """\
+import sys
+
+from pyspark.sql import SparkSession
+
+from pulsar_lookup_gateway.zones import OwnershipDataSource, resolve_zones
+
+master, topics_path, metadata, out = sys.argv[1:]
+spark = SparkSession.builder.master(master).appName("a user's job").getOrCreate()
+topics = spark.read.text(topics_path).withColumnRenamed("value", "topic")
+zones = [("dc", "internal", False), ("internet", "external", True), ("lab", "lab", False)]
+answers = resolve_zones(topics, zones, metadata=metadata)
+answers.write.parquet(out + "/answers")
+spark.dataSource.register(OwnershipDataSource)
+owners = (spark.read.format("pulsar-ownership")
+          .option("metadata", metadata).option("listener", "external").load())
+owners.write.parquet(out + "/owners")
+spark.stop()
+"""
+
+
+@dataclass
+class Cluster:
+    master: str  # spark://127.0.0.1:<port>
+    python: Path  # the executors' Python
+    env: dict[str, str]  # a client's environment: the cluster's Spark settings, loopback
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def executor_python(where: Path) -> Path:
+    """A venv of this interpreter with only PySpark's needs linked in."""
+    base = Path(sys.base_prefix) / "bin" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    subprocess.run([str(base), "-m", "venv", "--without-pip", str(where)], check=True, timeout=60)
+    ours = Path(pa.__file__).resolve().parents[1]
+    site = where / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    for name in EXECUTOR_MODULES:
+        if (ours / name).exists():
+            (site / name).symlink_to(ours / name)
+    python = where / "bin" / "python"
+    probe = "import pyarrow\ntry:\n import pydantic\nexcept ImportError:\n print('clean')\n"
+    check = subprocess.run(
+        [str(python), "-c", probe + "import importlib.util as u\n"
+         "assert u.find_spec('pulsar_lookup_gateway') is None\n"],
+        capture_output=True, text=True, timeout=60, check=False, cwd=where,
+    )  # fmt: skip
+    assert check.returncode == 0 and check.stdout.strip() == "clean", check.stderr
+    return python
+
+
+def _start(
+    command: list[str], log: Path, env: dict[str, str], ready: str
+) -> subprocess.Popen[bytes]:
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+    deadline = time.monotonic() + START_DEADLINE_S
+    while time.monotonic() < deadline:
+        if ready in log.read_text(errors="replace"):
+            return process
+        if process.poll() is not None:
+            break
+        time.sleep(0.25)
+    _stop(process)
+    raise AssertionError(f"{command[1]} did not start:\n{log.read_text(errors='replace')[-3000:]}")
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(30)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    import pyspark
+
+    work = tmp_path_factory.mktemp("spark-cluster")
+    home = Path(pyspark.__file__).parent
+    conf = work / "conf"
+    conf.mkdir()
+    (conf / "spark-defaults.conf").write_text(
+        "spark.executor.memory 512m\n"
+        "spark.driver.memory 512m\n"
+        "spark.ui.enabled false\n"
+        "spark.ui.showConsoleProgress false\n"
+        "spark.sql.shuffle.partitions 4\n"
+    )
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(home),
+        "SPARK_CONF_DIR": str(conf),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_DAEMON_MEMORY": "256m",
+        # no REST submission server (a fixed port), no web UIs
+        "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false -Dspark.ui.enabled=false",
+        "SPARK_WORKER_OPTS": "-Dspark.ui.enabled=false",
+    }
+    for key in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYSPARK_SUBMIT_ARGS"):
+        env.pop(key, None)
+    python = executor_python(work / "executor-python")
+    port = free_port()
+    master = f"spark://127.0.0.1:{port}"
+    spark_class = str(home / "bin" / "spark-class")
+    started: list[subprocess.Popen[bytes]] = []
+    try:
+        started.append(
+            _start(
+                [spark_class, "org.apache.spark.deploy.master.Master",
+                 "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(free_port())],
+                work / "master.log", env, "I have been elected leader",
+            )
+        )  # fmt: skip
+        (work / "worker").mkdir()
+        started.append(
+            _start(
+                [spark_class, "org.apache.spark.deploy.worker.Worker",
+                 "--host", "127.0.0.1", "--cores", "2", "--memory", "512m",
+                 "--webui-port", str(free_port()), "--work-dir", str(work / "worker"), master],
+                work / "worker.log", env, "Successfully registered with master",
+            )
+        )  # fmt: skip
+        yield Cluster(master, python, {**env, "PYSPARK_PYTHON": str(python)})
+    finally:
+        for process in reversed(started):
+            _stop(process)
+
+
+# -- the input, and the local[2] answers ----------------------------------------------------------
+
+
+def topic_texts() -> list[str]:
+    """Names the answer table answers, and names only the per-pair path answers (run in the
+    executors' Python workers): invalid, in a namespace that does not exist, unusual."""
+    return [
+        *(f"persistent://public/default/t{i}" for i in range(150)),
+        *(f"acme/payments/p{i}" for i in range(150)),
+        *(f"non-persistent://public/default/n{i}" for i in range(20)),
+        "orders", "acme/payments/settlements", "orders-partition-1",
+        "bad//name", "acme/nope/t", "persistent://ghost/ns/g", "foo://x/y/z", "with space",
+    ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    where = tmp_path_factory.mktemp("cluster-inputs")
+    (where / "topics.txt").write_text("\n".join(topic_texts()) + "\n")
+    lines = ["zone,listener,tls", *(f"{z},{li},{str(t).lower()}" for z, li, t in ZONES)]
+    (where / "zones.csv").write_text("\n".join(lines) + "\n")
+    return where
+
+
+def rows_of(table: Any, columns: tuple[str, ...]) -> Counter[tuple[Any, ...]]:
+    return Counter(tuple(row[c] for c in columns) for row in table.to_pylist())
+
+
+def parquet_rows(path: Path, columns: tuple[str, ...]) -> Counter[tuple[Any, ...]]:
+    table = pq.read_table(path, partitioning="hive")
+    if "zone" in table.column_names:
+        index = table.schema.get_field_index("zone")
+        table = table.set_column(index, "zone", table.column("zone").cast(pa.string()))
+    return rows_of(table, columns)
+
+
+@pytest.fixture(scope="module")
+def local_answers(spark: Any, inputs: Path) -> Counter[tuple[Any, ...]]:
+    """resolve_zones on local[2] (the tests' session) for the same input."""
+    from pulsar_lookup_gateway.zones import resolve_zones
+
+    topics = spark.read.text(str(inputs / "topics.txt")).withColumnRenamed("value", "topic")
+    answers = resolve_zones(topics, ZONES, metadata=f"file:{DEMO}")
+    return rows_of(answers.toArrow(), COLUMNS)
+
+
+def run(command: list[str], env: dict[str, str], cwd: Path) -> str:
+    result = subprocess.run(
+        command, env=env, cwd=cwd, capture_output=True, text=True,
+        timeout=JOB_TIMEOUT_S, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, (result.stdout[-2000:], result.stderr[-4000:])
+    return result.stdout
+
+
+# -- the tests ------------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(int(JOB_TIMEOUT_S) + 2 * int(START_DEADLINE_S))
+def test_resolve_zones_command_on_the_cluster_ships_itself(
+    cluster: Cluster, inputs: Path, local_answers: Counter[tuple[Any, ...]], tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    printed = run(
+        [EXE, "resolve-zones", "--metadata", f"file:{DEMO}",
+         "--topics", str(inputs / "topics.txt"), "--zones", str(inputs / "zones.csv"),
+         "--out", str(out), "--master", cluster.master],
+        cluster.env, tmp_path,
+    )  # fmt: skip
+    assert f"resolved {sum(local_answers.values())} (topic, zone) pairs" in printed
+    assert parquet_rows(out / "answers", COLUMNS) == local_answers
+
+
+@pytest.mark.timeout(int(JOB_TIMEOUT_S))
+def test_the_readme_spark_submit_recipe_runs_as_written(
+    cluster: Cluster, inputs: Path, local_answers: Counter[tuple[Any, ...]], tmp_path: Path
+) -> None:
+    for name in (".venv", "configs"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    for name in ("topics.txt", "zones.csv"):
+        (tmp_path / name).write_bytes((inputs / name).read_bytes())
+    script = RECIPE.replace("spark://spark-master:7077", cluster.master).replace(
+        "/opt/python3.11/bin/python3", str(cluster.python)
+    )
+    env = {k: v for k, v in cluster.env.items() if k != "PYSPARK_PYTHON"}  # the recipe says
+    printed = run(["bash", "-euo", "pipefail", "-c", script], env, tmp_path)
+    assert "resolved" in printed
+    assert parquet_rows(tmp_path / "zones-out" / "answers", COLUMNS) == local_answers
+
+
+OWNER_COLUMNS = (
+    "namespace", "bundle", "owner", "brokerUrl", "brokerUrlTls", "httpUrl", "httpUrlTls",
+    "generation",
+)  # fmt: skip
+
+
+@pytest.mark.timeout(int(JOB_TIMEOUT_S))
+def test_a_users_script_calls_resolve_zones_and_reads_ownership(
+    spark: Any,
+    cluster: Cluster,
+    inputs: Path,
+    local_answers: Counter[tuple[Any, ...]],
+    tmp_path: Path,
+) -> None:
+    from pulsar_lookup_gateway.zones import OwnershipDataSource
+
+    (tmp_path / "job.py").write_text(USER_SCRIPT)
+    out = tmp_path / "out"
+    run(
+        [sys.executable, "job.py", cluster.master, str(inputs / "topics.txt"), f"file:{DEMO}",
+         str(out)],
+        cluster.env, tmp_path,
+    )  # fmt: skip
+    assert parquet_rows(out / "answers", COLUMNS) == local_answers
+
+    spark.dataSource.register(OwnershipDataSource)
+    local = (
+        spark.read.format("pulsar-ownership")
+        .option("metadata", f"file:{DEMO}")
+        .option("listener", LISTENER)
+        .load()
+    )
+    want = rows_of(local.toArrow(), OWNER_COLUMNS)
+    assert len(want) > 5 and any(row[2] is None for row in want)  # some bundle is unowned
+    assert parquet_rows(out / "owners", OWNER_COLUMNS) == want
