@@ -494,16 +494,17 @@ async def _protocol_lookup(
 
 
 def answer_json(answer: LookupAnswer) -> dict[str, Any]:
+    """An absent URL is "", as in the HTTP lookup's LookupData (and an unset binary field)."""
     return {
         "topic": answer.topic.full,
         "bundle": answer.bundle.name,
         "response": answer.response.value,
         "authoritative": answer.authoritative,
         "brokerId": answer.broker_id,
-        "brokerServiceUrl": answer.urls.service_url,
-        "brokerServiceUrlTls": answer.urls.service_url_tls,
-        "httpUrl": answer.urls.http_url,
-        "httpUrlTls": answer.urls.http_url_tls,
+        "brokerServiceUrl": answer.urls.service_url or "",
+        "brokerServiceUrlTls": answer.urls.service_url_tls or "",
+        "httpUrl": answer.urls.http_url or "",
+        "httpUrlTls": answer.urls.http_url_tls or "",
         "listener": answer.listener.name,
         "listenerChosenBy": answer.listener.source.value,
     }

@@ -181,11 +181,11 @@ def _standalone_banner(
     for spec in config.sockets():
         url = spec.endpoint.url
         if spec.endpoint.scheme.value == "http":
-            lines.append(f"  curl -s {url}/lookup/v2/topic/{topic}    # listener {spec.listener}")
+            lines.append(f"  curl -s {url}/lookup/v2/topic/{topic}    # listener '{spec.listener}'")
         elif spec.endpoint.scheme.value == "https" and certs is not None:
             lines.append(
                 f"  curl -s --cacert {certs / 'ca.crt'} {url}/lookup/v2/topic/{topic}"
-                f"    # listener {spec.listener}, TLS"
+                f"    # listener '{spec.listener}', TLS"
             )
     by_scheme: dict[str, str] = {}  # the first socket of each scheme
     for spec in config.sockets():
@@ -199,9 +199,18 @@ def _standalone_banner(
     lines.append(f"  {command} lookup orders-partition-3 --listener external --metadata zk:{zk}")
     if "http" in by_scheme:
         lines.append(f"  curl -s {by_scheme['http']}/admin/v2/gateway/listeners")
-    lines += [
-        "The demo brokers are fictional: lookups answer with their addresses, but nothing",
-        "listens there, so a client's produce or consume after the lookup fails.",
-        "",
-    ]
+    lines += DEMO_CLIENTS
     return "\n".join(lines)
+
+
+#: What a client of the demo can and cannot do, said where the demo starts.
+DEMO_CLIENTS = [
+    "Python clients need the pulsar-client wheel, which `make run` does not install:",
+    "  .venv/bin/pip install pulsar-client",
+    "The demo's brokers are fictional: lookups answer with their addresses, where nothing",
+    "listens. A producer or consumer created through the gateway then connects there: on the",
+    "internal listener (10.0.0.x) it retries until its operation timeout (30 s by default;",
+    "operation_timeout_seconds=5 is quicker) and raises pulsar.Timeout; on the external one",
+    "the names (*.pulsar.example.com) do not resolve and it raises pulsar.ConnectError.",
+    "",
+]

@@ -149,6 +149,8 @@ def test_lookup_on_the_demo_cluster(capsys: pytest.CaptureFixture[str]) -> None:
     code, answer = lookup_json(capsys, "orders-partition-1")
     assert answer["brokerServiceUrl"] == "pulsar://10.0.0.1:6650"
     assert answer["listenerChosenBy"] == "internal"
+    # an absent URL is "", as in the HTTP answer's LookupData, never null
+    assert answer["brokerServiceUrlTls"] == "" and answer["httpUrlTls"] == ""
 
     code, answer = lookup_json(capsys, "orders")
     assert answer["partitions"] == 4
