@@ -50,6 +50,7 @@ LISTENER_HEADER = "X-Pulsar-ListenerName"
 #: The name nginx checks the gateway's certificate against (proxy_ssl_name of the recipe).
 GATEWAY_NAME = "pulsar.example.com"
 WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455
+TOPIC_PATH = "public/default/t1"  # the topic of the example routes (tests/deploy/routes.py)
 
 
 @dataclass(frozen=True)
@@ -336,3 +337,32 @@ async def test_the_watch_upgrade_passes_nginx_with_its_headers(
         # the listener is the server block's, never the client's
         assert head.get(LISTENER_HEADER.lower()) == front.listener, front.name
     assert len(upgrades.heads) == len(stage.fronts)
+
+
+async def first_watch_message(
+    stage: Stage, url: str, headers: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """Subscribe to the lookup route's topic over the gateway's ownership watch at `url`; the
+    first message pushed."""
+    timeout = aiohttp.ClientTimeout(total=WAIT)
+    async with (
+        aiohttp.ClientSession(timeout=timeout) as session,
+        session.ws_connect(url + WATCH, headers=headers, ssl=stage.client_tls()) as ws,
+    ):
+        await ws.send_json({"type": "subscribe", "topics": [f"persistent://{TOPIC_PATH}"]})
+        message = await ws.receive_json(timeout=WAIT)
+        assert isinstance(message, dict)
+        return message
+
+
+async def test_the_gateways_watch_streams_through_nginx_for_the_blocks_listener(
+    stage: Stage,
+) -> None:
+    for front in stage.fronts:
+        header = {LISTENER_HEADER: front.listener} if front.listener else {}
+        direct = await first_watch_message(stage, front.direct, header)
+        assert direct["type"] == "owner", direct
+        through = await first_watch_message(stage, front.url, {LISTENER_HEADER: "nobody"})
+        assert through == direct, front.name
+    internet = await first_watch_message(stage, stage.fronts[0].url)
+    assert internet["brokerUrlTls"] == "pulsar+ssl://broker-1.pulsar.example.com:6651"
