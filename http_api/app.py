@@ -163,6 +163,7 @@ def build_app(
     # ([\s\S], not '.': a decoded path may hold a newline.)
     routes.catch_all = app.router.add_route("*", r"/{path:[\s\S]*}", routes.no_route).resource
     app.on_shutdown.append(routes.watches.close_all)
+    app.on_cleanup.append(routes.watches.cleanup)
     return app
 
 

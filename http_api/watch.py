@@ -101,6 +101,7 @@ class Watches:
         self.by_address: Counter[str] = Counter()
         self.by_role: Counter[str] = Counter()
         self.open = 0
+        self.endpoints = 0  # the sockets' applications that serve it
         self.metrics = WatchMetrics(service, lambda: float(self.open))
 
     def admit(self, address: str, role: str | None) -> str | None:
@@ -148,6 +149,16 @@ class WatchEndpoint:
     def __init__(self, watches: Watches) -> None:
         self.watches = watches
         self.streams: set[_Stream] = set()
+        watches.endpoints += 1
+
+    async def cleanup(self, app: web.Application | None = None) -> None:
+        """The socket's application is done: the last one ends the process's watch."""
+        watches = self.watches
+        watches.endpoints -= 1
+        if watches.endpoints == 0:
+            if _WATCHES.get(watches.service) is watches:
+                del _WATCHES[watches.service]
+            await watches.hub.close()
 
     async def serve(
         self,

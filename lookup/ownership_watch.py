@@ -69,7 +69,7 @@ class _Entry:
         self.sinks: set[Sink] = set()
         self.state: TopicState | None = None  # last told
         self.message: str | None = None  # its JSON
-        self.keys: set[Key] = set()
+        self.keys: frozenset[Key] = frozenset()
         self.removed = False
         self.first: asyncio.Future[None] | None = None  # done once first looked up
 
@@ -133,7 +133,7 @@ class OwnershipWatch:
     def _drop(self, entry: _Entry) -> None:
         entry.removed = True
         del self._entries[(entry.topic.full, entry.choice, entry.role)]
-        self._index_keys(entry, set())
+        self._index_keys(entry, frozenset())
         self._queue.pop(entry, None)
         self._retry.discard(entry)
         if entry.first is not None and not entry.first.done():
@@ -277,7 +277,9 @@ class OwnershipWatch:
         for sink in list(entry.sinks):
             sink.deliver(topic, message)
 
-    def _index_keys(self, entry: _Entry, keys: set[Key]) -> None:
+    def _index_keys(self, entry: _Entry, keys: frozenset[Key]) -> None:
+        if keys is entry.keys:
+            return
         index = self._index
         for key in entry.keys - keys:
             entries = index.get(key)
