@@ -14,6 +14,7 @@ BENCHMARKS = (
     "zones",
     "workers",
     "client_location",
+    "watch",
 )
 
 
