@@ -510,3 +510,18 @@ async def test_the_watch_command_prints_json_lines_and_ends_when_the_gateway_sto
     finally:
         await gateway.stop()  # the stream closes with 1001 (going away)
     assert await asyncio.wait_for(command.wait(), WAIT) == 0
+
+
+async def test_a_stream_outlives_the_request_head_deadline(
+    zookeeper: EmbeddedZooKeeper, zk_chroot: str, zk: KazooClient
+) -> None:
+    """The socket's deadline for request heads (slowloris) is not applied to the frames of an
+    upgraded connection."""
+    extra = "connectionHandshakeTimeoutSeconds=0.3\n"
+    config = config_from(config_text(zookeeper.connect_string, zk_chroot, extra))
+    async with running(config) as gateway, watching(gateway.port_of("external", "http")) as w:
+        await w.subscribe(IN_FIRST)
+        await w.next()
+        await asyncio.sleep(1.0)  # (over three deadlines)
+        await w.subscribe(IN_SECOND)
+        assert (await w.next())["topic"] == IN_SECOND
