@@ -256,6 +256,22 @@ OPENAPI: dict[str, Any] = {
                 },
             }
         },
+        "/lookup/v2/watch": {
+            "get": {
+                "summary": (
+                    "Ownership watch: a WebSocket that pushes where subscribed topics live, and "
+                    "every change (README: Ownership watch)"
+                ),
+                "operationId": "watchOwnership",
+                "parameters": _LISTENER_PARAMS[:2],
+                "responses": {
+                    "101": {"description": "switched to the WebSocket protocol"},
+                    "400": _error("a listener name this socket does not allow"),
+                    "401": _ACCESS_ERRORS["401"],
+                    "426": _error("not a WebSocket upgrade request"),
+                },
+            }
+        },
         "/status.html": {
             "get": {
                 "summary": "Broker-style status page",
