@@ -23,9 +23,13 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Metric
 from prometheus_client.parser import text_string_to_metric_families
 
+from pulsar_lookup_gateway.http_api.watch import WatchMetrics
 from pulsar_lookup_gateway.listeners.auth import Authenticator
 from pulsar_lookup_gateway.lookup.metrics import LookupMetrics
+from pulsar_lookup_gateway.lookup.service import LookupService
+from pulsar_lookup_gateway.metadata_store.open import open_source
 from pulsar_lookup_gateway.metadata_store.synthetic import topic_in_range
+from pulsar_lookup_gateway.metadata_store.url import parse_metadata_url
 from pulsar_lookup_gateway.tls.metrics import TlsMetrics
 from tests.processes import DEMO, EXE
 
@@ -232,12 +236,15 @@ def sample_names(families: Iterable[Metric]) -> set[str]:
 
 
 def metric_object_names() -> set[str]:
-    """The sample names of every metric object a gateway registers: the lookup service's, TLS's
-    and authentication's."""
+    """The sample names of every metric object a gateway registers: the lookup service's, TLS's,
+    authentication's and the ownership watch's."""
     registry = CollectorRegistry()
-    LookupMetrics(registry)
+    service = LookupService(
+        open_source(parse_metadata_url(f"file:{DEMO}")), metrics=LookupMetrics(registry)
+    )  # never started: only its metrics are read
     TlsMetrics(registry)
     Authenticator(registry=registry)
+    WatchMetrics(service, lambda: 0)
     return sample_names(registry.collect())
 
 
