@@ -66,6 +66,12 @@ from pulsar_lookup_gateway.listeners.listener_settings import (
 from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
 from pulsar_lookup_gateway.lookup.auto_creation import AutoCreationSettings, TopicType
 from pulsar_lookup_gateway.lookup.networks import NetworkTable, parse_cidr
+from pulsar_lookup_gateway.lookup.protocol_listeners import (
+    LISTENER_MAP_KEYS,
+    ProtocolListeners,
+    parse_kafka_protocol_map,
+    parse_listener_map,
+)
 from pulsar_lookup_gateway.lookup.resolve import ResolvePolicy
 from pulsar_lookup_gateway.lookup.selection import ClientRoutes, RoutesError
 from pulsar_lookup_gateway.lookup.topic_list import DEFAULT_PATTERN_MAX_LENGTH
@@ -224,6 +230,13 @@ class GatewayConfig(BaseModel):
     tls_enabled_with_broker: bool = False
     tls_hostname_verification_enabled: bool = False
     forward_authorization_credentials: bool = False
+    # Protocol handlers' endpoints per listener (lookup.protocol_listeners): each protocol's
+    # `<listener>:<handler name>,...` (None: unset, the unambiguous guess), and KoP's own
+    # kafkaProtocolMap for the security protocol of its named listeners.
+    kafka_listener_map: tuple[tuple[str, str], ...] | None = None
+    mqtt_listener_map: tuple[tuple[str, str], ...] | None = None
+    grpc_listener_map: tuple[tuple[str, str], ...] | None = None
+    kafka_protocol_map: tuple[tuple[str, str], ...] = ()
 
     @model_validator(mode="before")
     @classmethod
@@ -259,6 +272,26 @@ class GatewayConfig(BaseModel):
     @classmethod
     def _advertised(cls, value: Any) -> Any:
         return parse_advertised_listeners(value) if isinstance(value, str) else value
+
+    @field_validator("kafka_listener_map", mode="before")
+    @classmethod
+    def _kafka_listener_map(cls, value: Any) -> Any:
+        return _listener_map("kafka", value)
+
+    @field_validator("mqtt_listener_map", mode="before")
+    @classmethod
+    def _mqtt_listener_map(cls, value: Any) -> Any:
+        return _listener_map("mqtt", value)
+
+    @field_validator("grpc_listener_map", mode="before")
+    @classmethod
+    def _grpc_listener_map(cls, value: Any) -> Any:
+        return _listener_map("grpc", value)
+
+    @field_validator("kafka_protocol_map", mode="before")
+    @classmethod
+    def _kafka_protocol_map(cls, value: Any) -> Any:
+        return parse_kafka_protocol_map(value) if isinstance(value, str) else value
 
     @field_validator("internal_listener_name", mode="before")
     @classmethod
@@ -391,7 +424,14 @@ class GatewayConfig(BaseModel):
         return NetworkTable.build(networks.items())
 
     def resolve_policy(self) -> ResolvePolicy:
-        return ResolvePolicy(cluster_name=self.cluster_name)
+        maps = {
+            protocol: getattr(self, to_snake(key)) for protocol, key in LISTENER_MAP_KEYS.items()
+        }
+        listeners = ProtocolListeners(
+            tuple((protocol, pairs) for protocol, pairs in maps.items() if pairs is not None),
+            self.kafka_protocol_map,
+        )
+        return ResolvePolicy(cluster_name=self.cluster_name, protocol_listeners=listeners)
 
     def auto_creation(self) -> AutoCreationSettings:
         return AutoCreationSettings(
@@ -412,6 +452,13 @@ class GatewayConfig(BaseModel):
                 "AuthenticationToken (or token), or AuthenticationDisabled"
             )
         return plugin
+
+
+def _listener_map(protocol: str, value: Any) -> Any:
+    """A protocol's `<listener>:<handler name>,...` (blank: unset)."""
+    if not isinstance(value, str):
+        return value
+    return parse_listener_map(protocol, value) if value.strip() else None
 
 
 _DEFAULT_LISTENER_SETTINGS = ListenerSettings()

@@ -69,6 +69,24 @@ def listener_problems(
     return problems
 
 
+def protocol_listener_problems(
+    listeners: Sequence[AdvertisedListener], maps: Mapping[str, Any]
+) -> list[Problem]:
+    """The listeners of kafkaListenerMap, mqttListenerMap and grpcListenerMap (by field name:
+    pairs of listener and handler name, or None) must be declared."""
+    declared = [listener.name for listener in listeners]
+    return [
+        (
+            field,
+            f"entry '{listener}:{name}': listener '{listener}' is not declared in "
+            f"advertisedListeners ({', '.join(declared) or 'none'})",
+        )
+        for field, pairs in maps.items()
+        for listener, name in pairs or ()
+        if listener not in declared
+    ]
+
+
 def socket_problems(
     values: Mapping[str, Any],
     listeners: Sequence[AdvertisedListener],
@@ -197,6 +215,15 @@ RULES: tuple[tuple[frozenset[str], Callable[[Mapping[str, Any]], list[Problem]]]
         frozenset({"advertised_listeners", "bind_addresses", "listener_settings", "bind_address"}),
         lambda v: socket_problems(
             v, v["advertised_listeners"], v["bind_addresses"], v["listener_settings"]
+        ),
+    ),
+    (
+        frozenset(
+            {"advertised_listeners", *(f"{p}_listener_map" for p in ("kafka", "mqtt", "grpc"))}
+        ),
+        lambda v: protocol_listener_problems(
+            v["advertised_listeners"],
+            {f"{p}_listener_map": v[f"{p}_listener_map"] for p in ("kafka", "mqtt", "grpc")},
         ),
     ),
     (

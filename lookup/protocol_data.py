@@ -19,11 +19,12 @@ The data strings, as the handlers write them:
   `grpcServiceHost=b1;grpcServicePort=50051;grpcServicePortTls=50052` (any of the three may be
   missing), which become the endpoints `grpc://b1:50051` and `grpc+tls://b1:50052`.
 
-Which listener an endpoint belongs to: the one named before its URL; else its scheme, when the
-scheme is a listener name (of the broker's advertised listeners or the gateway's own); else
-every listener. A listener's endpoints are its own and those of every listener, in the order
-advertised. Hosts may be names, IPv4 or IPv6 addresses (in brackets, or bare as Kafka-on-Pulsar
-accepts them; answers always bracket them).
+Which listener an endpoint belongs to: the one named before its URL; else what the handler
+names it (its scheme) decides, by the protocol's listener map or the one unambiguous guess
+(lookup.protocol_listeners: KoP, MoP and the gRPC handler each name theirs differently). A
+listener's endpoints are its own and those of every listener, in the order advertised, each
+with the security protocol it speaks where that is known. Hosts may be names, IPv4 or IPv6
+addresses (in brackets, or bare as Kafka-on-Pulsar accepts them; answers always bracket them).
 
 Anything else (a bare `host:port`, a URL with credentials, a port out of range, the literal
 `null` an early handler advertised) is not an endpoint: it is kept in `unparsed` and the raw
@@ -43,6 +44,12 @@ from functools import lru_cache
 from pulsar_lookup_gateway.lookup.bundles import BundleRange
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
 from pulsar_lookup_gateway.lookup.model import BrokerData
+from pulsar_lookup_gateway.lookup.protocol_listeners import (
+    NO_PROTOCOL_LISTENERS,
+    ProtocolListeners,
+    is_tls,
+    map_key,
+)
 from pulsar_lookup_gateway.lookup.resolve import (
     ResolvePolicy,
     ResponseKind,
@@ -88,11 +95,17 @@ class AdvertisedEndpoint:
     port: int | None
     prefix: str | None = None  # the listener named before the URL (PIP-95 style)
 
-    def listener(self, listener_names: Collection[str]) -> str | None:
-        """The listener this endpoint belongs to; None: every listener."""
+    def owners(
+        self,
+        listener_names: Collection[str],
+        protocol: str = "",
+        listeners: ProtocolListeners = NO_PROTOCOL_LISTENERS,
+    ) -> frozenset[str] | None:
+        """The listeners this endpoint belongs to (None: every listener): the one named before
+        its URL, else as `protocol`'s handler names it (lookup.protocol_listeners)."""
         if self.prefix is not None:
-            return self.prefix
-        return self.scheme if self.scheme in listener_names else None
+            return frozenset({self.prefix})
+        return listeners.owners(protocol, self.scheme, listener_names)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,13 +117,15 @@ class ProtocolData:
 
 @dataclass(frozen=True, slots=True)
 class Endpoint:
-    """An endpoint as answered: with the listener it belongs to (None: every listener)."""
+    """An endpoint as answered: with the listener it belongs to (None: every listener) and the
+    security protocol it speaks (None: not known; lookup.protocol_listeners)."""
 
     url: str
     scheme: str
     host: str
     port: int | None
     listener: str | None
+    security_protocol: str | None = None
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -119,6 +134,8 @@ class Endpoint:
             "host": self.host,
             "port": self.port,
             "listener": self.listener,
+            "securityProtocol": self.security_protocol,
+            "tls": is_tls(self.security_protocol),
         }
 
 
@@ -236,24 +253,59 @@ def _parse_properties(raw: str) -> ProtocolData:
 
 
 def select_endpoints(
-    data: ProtocolData, listener: str | None, listener_names: Collection[str]
+    data: ProtocolData,
+    listener: str | None,
+    listener_names: Collection[str],
+    *,
+    protocol: str = "",
+    listeners: ProtocolListeners = NO_PROTOCOL_LISTENERS,
 ) -> tuple[Endpoint, ...]:
     """The endpoints of `listener` (None: no listener, only those of every listener), in the
-    order advertised: its own, and those that belong to every listener."""
+    order advertised: its own, and those that belong to every listener. `protocol`: the
+    handler that advertised `data` ('': any, as the generic guess reads it)."""
     chosen: list[Endpoint] = []
     for advertised in data.endpoints:
-        owner = advertised.listener(listener_names)
-        if owner is None or owner == listener:
+        owners = advertised.owners(listener_names, protocol, listeners)
+        if owners is None or (listener is not None and listener in owners):
             chosen.append(
-                Endpoint(advertised.url, advertised.scheme, advertised.host, advertised.port, owner)
+                Endpoint(
+                    advertised.url,
+                    advertised.scheme,
+                    advertised.host,
+                    advertised.port,
+                    None if owners is None else listener,
+                    listeners.security_protocol(protocol, advertised.scheme),
+                )
             )
     return tuple(chosen)
 
 
-def listeners_with_endpoints(data: ProtocolData, listener_names: Collection[str]) -> list[str]:
+def listeners_with_endpoints(
+    data: ProtocolData,
+    listener_names: Collection[str],
+    *,
+    protocol: str = "",
+    listeners: ProtocolListeners = NO_PROTOCOL_LISTENERS,
+) -> list[str]:
     """The listeners that have an endpoint of their own, sorted."""
-    owners = {advertised.listener(listener_names) for advertised in data.endpoints}
-    return sorted(name for name in owners if name is not None)
+    names: set[str] = set()
+    for advertised in data.endpoints:
+        names |= advertised.owners(listener_names, protocol, listeners) or frozenset()
+    return sorted(names)
+
+
+def _unmapped(
+    data: ProtocolData,
+    listener_names: Collection[str],
+    protocol: str,
+    listeners: ProtocolListeners,
+) -> bool:
+    """Whether some endpoint goes to no listener for want of the protocol's listener map."""
+    return any(
+        advertised.prefix is None
+        and listeners.unmapped(protocol, advertised.scheme, listener_names)
+        for advertised in data.endpoints
+    )
 
 
 def protocol_data_of(broker: BrokerData, protocol: str) -> tuple[str, str] | None:
@@ -280,10 +332,12 @@ def broker_endpoints(
     protocol: str,
     listener: str | None,
     declared: Collection[str] = (),
+    listeners: ProtocolListeners = NO_PROTOCOL_LISTENERS,
 ) -> tuple[str, ProtocolData, tuple[Endpoint, ...]]:
     """(the protocol's name as advertised, its parsed data, the endpoints of `listener`) on one
     broker. Raises PROTOCOL_NOT_ADVERTISED naming the protocols it does advertise, or
-    NO_PROTOCOL_ENDPOINT naming the listeners that have an endpoint."""
+    NO_PROTOCOL_ENDPOINT naming the listeners that have an endpoint (and the key to set when
+    some endpoint goes to no listener for want of a listener map)."""
     found = protocol_data_of(broker, protocol)
     if found is None:
         advertised = ", ".join(sorted(broker.protocols)) or "none"
@@ -296,15 +350,25 @@ def broker_endpoints(
     name, raw = found
     data = parse_protocol_data(raw)
     names = listener_names_of(broker, declared)
-    endpoints = select_endpoints(data, listener, names)
+    kind = name.casefold()
+    endpoints = select_endpoints(data, listener, names, protocol=kind, listeners=listeners)
     if not endpoints:
-        having = ", ".join(listeners_with_endpoints(data, names)) or "none"
+        having = ", ".join(
+            listeners_with_endpoints(data, names, protocol=kind, listeners=listeners)
+        )
         shown = printable(raw, DATA_IN_MESSAGE)
+        key = map_key(kind)
+        hint = (
+            f"; its endpoints are named by listeners of the {printable(name)} handler that "
+            f"{key} does not map to a listener"
+            if key is not None and _unmapped(data, names, kind, listeners)
+            else ""
+        )
         raise LookupFailure(
             FailureKind.NO_PROTOCOL_ENDPOINT,
             f"the topic's owner advertises no {printable(name)} endpoint for listener "
-            f"'{printable(listener or '')}'",
-            f"owner {broker_id}; the listeners that have one: {having} (data: '{shown}')",
+            f"'{printable(listener or '')}'{hint}",
+            f"owner {broker_id}; the listeners that have one: {having or 'none'} (data: '{shown}')",
         )
     return name, data, endpoints
 
@@ -365,7 +429,7 @@ def resolve_protocol(
     """The owner of `topic`'s bundle, found exactly as resolve() finds it (the Pulsar listener
     plays no part: a broker need not advertise a Pulsar URL on a listener to have protocol
     endpoints on it), and its `protocol` endpoints for the chosen listener. `declared`: the
-    gateway's listener names."""
+    gateway's listener names; `policy.protocol_listeners`: the handlers' listener maps."""
     answer = resolve(topic, _OWNER_ONLY, view, policy)
     if answer.peer_cluster is not None:
         raise LookupFailure(
@@ -384,7 +448,9 @@ def resolve_protocol(
         )
     registry = view.broker_registry()
     broker = registered_owner(registry, owner, topic.namespace_name, answer.bundle, name_it=True)
-    name, data, endpoints = broker_endpoints(owner, broker, protocol, choice.name, declared)
+    name, data, endpoints = broker_endpoints(
+        owner, broker, protocol, choice.name, declared, policy.protocol_listeners
+    )
     return ProtocolAnswer(
         topic, answer.bundle, name, choice, True, owner, endpoints, data.raw, data.unparsed
     )

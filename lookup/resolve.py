@@ -29,6 +29,10 @@ from pulsar_lookup_gateway.lookup.model import (
     ownership_path,
     service_unit_state_path,
 )
+from pulsar_lookup_gateway.lookup.protocol_listeners import (
+    NO_PROTOCOL_LISTENERS,
+    ProtocolListeners,
+)
 from pulsar_lookup_gateway.lookup.selection import ListenerChoice
 from pulsar_lookup_gateway.lookup.topics import (
     NamespaceName,
@@ -45,6 +49,9 @@ class ResolvePolicy:
 
     # clusterName: the local cluster, for the geo-replication checks (None: they are skipped).
     cluster_name: str | None = None
+    # kafkaListenerMap, mqttListenerMap, grpcListenerMap, kafkaProtocolMap: which listener gets
+    # which protocol-handler endpoint (lookup.protocol_data's resolve_protocol).
+    protocol_listeners: ProtocolListeners = NO_PROTOCOL_LISTENERS
 
 
 class ResponseKind(StrEnum):

@@ -133,7 +133,8 @@ async def test_endpoints_per_listener_and_the_404s(
             "listenerChosenBy": "socket",
             "endpoints": [
                 {"url": "PLAINTEXT://10.0.0.1:9092", "scheme": "PLAINTEXT", "host": "10.0.0.1",
-                 "port": 9092, "listener": "internal"},
+                 "port": 9092, "listener": "internal", "securityProtocol": "PLAINTEXT",
+                 "tls": False},
             ],
             "data": KAFKA.format(i=1),
         }  # fmt: skip

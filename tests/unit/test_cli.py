@@ -225,7 +225,8 @@ def test_lookup_protocol_on_the_demo_cluster(capsys: pytest.CaptureFixture[str])
     )
     assert answer["endpoints"] == [
         {"url": "SASL_SSL://broker-1.pulsar.example.com:9093", "scheme": "SASL_SSL",
-         "host": "broker-1.pulsar.example.com", "port": 9093, "listener": "external"}
+         "host": "broker-1.pulsar.example.com", "port": 9093, "listener": "external",
+         "securityProtocol": "SASL_SSL", "tls": True}
     ]  # fmt: skip
     code, answer = lookup_json(capsys, "orders-partition-1", "--protocol", "grpc")
     assert code == 0 and answer["listenerChosenBy"] == "internal"
