@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import json
+import random
 from collections.abc import Collection, Sequence
 from urllib.parse import quote, urlencode
 
@@ -45,7 +46,7 @@ from pulsar_lookup_gateway.http_api.errors import (
 )
 from pulsar_lookup_gateway.http_api.openapi import OPENAPI
 from pulsar_lookup_gateway.http_api.protocols import ProtocolLookups
-from pulsar_lookup_gateway.http_api.schemas import schema_json, version_bytes
+from pulsar_lookup_gateway.http_api.schemas import schema_json, schema_refusal, version_bytes
 from pulsar_lookup_gateway.http_api.server import client_of
 from pulsar_lookup_gateway.http_api.watch import PATH as WATCH_PATH
 from pulsar_lookup_gateway.http_api.watch import WatchEndpoint, WatchSettings, watches_for
@@ -79,6 +80,7 @@ from pulsar_lookup_gateway.lookup.selection import (
     ListenerChoice,
 )
 from pulsar_lookup_gateway.lookup.service import LookupService
+from pulsar_lookup_gateway.lookup.service_urls import service_hosts
 from pulsar_lookup_gateway.lookup.topics import TopicName, is_system_service_namespace
 from pulsar_lookup_gateway.lookup.untrusted import printable
 
@@ -340,7 +342,7 @@ class _Routes:
         except LookupFailure as failure:
             return failure_response(failure)
         if isinstance(answer, BrokerRefusal):
-            return broker_error_response(answer)
+            return broker_error_response(schema_refusal(answer))
         return web.json_response(schema_json(answer))
 
     def _link(self) -> BrokerLink:
@@ -605,6 +607,10 @@ def redirect_location(answer: LookupAnswer, *, secure: bool) -> str:
             f"no broker can take this lookup over HTTP on listener '{printable(listener)}' "
             "now; retry later",
         )
+    if answer.peer_cluster is not None:
+        # A cluster's serviceUrl may list several hosts: one of them, chosen at random as
+        # PulsarWebResource.getRedirectionUrl's PulsarServiceNameResolver chooses it.
+        base = random.choice(service_hosts(base))
     topic = answer.topic
     path = (
         f"/lookup/v2/topic/{topic.domain.value}/{quote(topic.tenant, safe='')}/"

@@ -3,7 +3,11 @@
 ``GET /admin/v2/schemas/{tenant}/{ns}/{topic}/schema[/{version}]`` answers
 ``{"version": <long>, "type": "<SchemaType name>", "timestamp": <long>, "data": "<text>",
 "properties": {...}}`` (the C++ client reads ``type``, ``data`` and ``properties``, and needs
-``properties`` present). The binary answer carries no timestamp: it is 0. A schema version is
+``properties`` present). The binary answer carries no timestamp (the broker's REST answer has
+``SchemaData.timestamp``, the time the version was stored, kept in BookKeeper): it is 0. A
+schema that does not exist is 404 ``Schema not found``, as SchemasResourceBase.
+convertToSchemaResponse says it (the broker's binary GET_SCHEMA answers a missing and a deleted
+schema alike: TopicNotFound "Topic not found or no-schema <topic>"). A schema version is
 a long on the REST side and its 8 bytes, big-endian, on the binary side. ``KEY_VALUE`` data is
 shown as the broker shows it: ``{"key": <key schema>, "value": <value schema>}``, each the
 schema's JSON, or ``""`` for a primitive (schema-less) part.
@@ -15,9 +19,13 @@ import json
 import struct
 from typing import Any
 
-from pulsar_lookup_gateway.listeners.broker_answers import BrokerSchema
+from pulsar_lookup_gateway.listeners.broker_answers import BrokerRefusal, BrokerSchema
+from pulsar_lookup_gateway.lookup.errors import ServerError
 
-__all__ = ["schema_json", "version_bytes"]
+__all__ = ["SCHEMA_NOT_FOUND", "schema_json", "schema_refusal", "version_bytes"]
+
+#: SchemasResourceBase.convertToSchemaResponse: a null SchemaAndMetadata is RestException 404.
+SCHEMA_NOT_FOUND = "Schema not found"
 
 _LONG = struct.Struct(">q")
 _INT = struct.Struct(">i")
@@ -45,6 +53,14 @@ def schema_json(schema: BrokerSchema) -> dict[str, Any]:
         "data": data,
         "properties": dict(schema.properties),
     }
+
+
+def schema_refusal(refusal: BrokerRefusal) -> BrokerRefusal:
+    """A broker's refusal of GET_SCHEMA as the REST route words it: TopicNotFound (no schema,
+    or a deleted one; ServerCnx.handleGetSchema) is the REST answer's "Schema not found"."""
+    if refusal.code == ServerError.TopicNotFound:
+        return BrokerRefusal(refusal.code, SCHEMA_NOT_FOUND)
+    return refusal
 
 
 def _version(raw: bytes) -> int:

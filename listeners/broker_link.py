@@ -44,7 +44,7 @@ import logging
 import ssl
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -205,13 +205,21 @@ class BrokerLink:
         *,
         topics_pattern: str | None = None,
         topics_hash: str | None = None,
+        properties: Sequence[tuple[str, str]] = (),
         principal: Principal = ANONYMOUS,
     ) -> TopicList | BrokerRefusal:
-        """The broker's topics of `namespace` in `mode` (or its refusal)."""
+        """The broker's topics of `namespace` in `mode` (or its refusal); `properties`: the
+        client's PIP-452 context, passed on (a broker's PulsarResourcesExtended may list by
+        them)."""
 
         def build(request_id: int) -> bytes:
             return codec.get_topics_of_namespace(
-                namespace, request_id, mode, topics_pattern=topics_pattern, topics_hash=topics_hash
+                namespace,
+                request_id,
+                mode,
+                topics_pattern=topics_pattern,
+                topics_hash=topics_hash,
+                properties=properties,
             )
 
         return topics_of(await self.request(build, principal))

@@ -114,6 +114,7 @@ class SeenCommand:
     listener_name: str | None = None  # LOOKUP's advertised_listener_name
     authoritative: bool | None = None
     creation: bool | None = None  # PARTITIONED_METADATA's metadata_auto_creation_enabled
+    properties: tuple[tuple[str, str], ...] = ()  # GET_TOPICS_OF_NAMESPACE's (PIP-452)
 
 
 # Commands carrying a request id (field number) that the peer answers with SUCCESS.
@@ -235,7 +236,8 @@ class BrokerPeer:
             return [], False
         if kind == BaseCommand.GET_TOPICS_OF_NAMESPACE:
             listing = command.getTopicsOfNamespace
-            self._record(SeenCommand(name, listing.namespace, listing.request_id))
+            pairs = tuple((item.key, item.value) for item in listing.properties)
+            self._record(SeenCommand(name, listing.namespace, listing.request_id, properties=pairs))
             topics = self.topics.get(listing.namespace, [])
             return [codec.get_topics_of_namespace_response(listing.request_id, topics)], False
         if kind == BaseCommand.GET_SCHEMA:

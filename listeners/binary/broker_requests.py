@@ -111,7 +111,9 @@ class TopicsOfNamespace(_BrokerBacked):
 
     async def _frame(self, session: Session, body: CommandGetTopicsOfNamespace) -> bytes:
         """The persistent topics from the metadata store; other modes (non-persistent topics
-        exist only in brokers' memory) from a broker."""
+        exist only in brokers' memory) from a broker. The client's `properties` (PIP-452) are
+        passed on to that broker; the persistent list ignores them, as master's default
+        listing (DefaultPulsarResourcesExtended) does."""
         pattern = body.topics_pattern if body.HasField("topics_pattern") else None
         client_hash = body.topics_hash if body.HasField("topics_hash") else None
         listing: TopicList | TopicListing | BrokerRefusal
@@ -127,6 +129,7 @@ class TopicsOfNamespace(_BrokerBacked):
                     body.mode,
                     topics_pattern=pattern,
                     topics_hash=client_hash,
+                    properties=[(item.key, item.value) for item in body.properties],
                     principal=session.principal,
                 )
         if isinstance(listing, BrokerRefusal):

@@ -13,6 +13,7 @@ frame size limit.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -600,8 +601,10 @@ def get_topics_of_namespace(
     *,
     topics_pattern: str | None = None,
     topics_hash: str | None = None,
+    properties: Sequence[tuple[str, str]] = (),
 ) -> bytes:
-    """GET_TOPICS_OF_NAMESPACE (``namespace`` is ``tenant/ns``)."""
+    """GET_TOPICS_OF_NAMESPACE (``namespace`` is ``tenant/ns``; ``properties``: PIP-452's
+    context of the client, key and value pairs in order)."""
     cmd = BaseCommand(type=BaseCommand.GET_TOPICS_OF_NAMESPACE)
     body = cmd.getTopicsOfNamespace
     body.request_id = request_id
@@ -611,6 +614,8 @@ def get_topics_of_namespace(
         body.topics_pattern = topics_pattern
     if topics_hash is not None:
         body.topics_hash = topics_hash
+    for key, value in properties:
+        body.properties.add(key=key, value=value)
     return encode_command(cmd)
 
 

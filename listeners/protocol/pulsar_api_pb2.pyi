@@ -328,7 +328,7 @@ class CommandPong(_message.Message):
     def __init__(self) -> None: ...
 
 class CommandGetTopicsOfNamespace(_message.Message):
-    __slots__ = ("request_id", "namespace", "mode", "topics_pattern", "topics_hash")
+    __slots__ = ("request_id", "namespace", "mode", "topics_pattern", "topics_hash", "properties")
     class Mode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         PERSISTENT: _ClassVar[CommandGetTopicsOfNamespace.Mode]
@@ -342,12 +342,14 @@ class CommandGetTopicsOfNamespace(_message.Message):
     MODE_FIELD_NUMBER: _ClassVar[int]
     TOPICS_PATTERN_FIELD_NUMBER: _ClassVar[int]
     TOPICS_HASH_FIELD_NUMBER: _ClassVar[int]
+    PROPERTIES_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     namespace: str
     mode: CommandGetTopicsOfNamespace.Mode
     topics_pattern: str
     topics_hash: str
-    def __init__(self, request_id: _Optional[int] = ..., namespace: _Optional[str] = ..., mode: _Optional[_Union[CommandGetTopicsOfNamespace.Mode, str]] = ..., topics_pattern: _Optional[str] = ..., topics_hash: _Optional[str] = ...) -> None: ...
+    properties: _containers.RepeatedCompositeFieldContainer[KeyValue]
+    def __init__(self, request_id: _Optional[int] = ..., namespace: _Optional[str] = ..., mode: _Optional[_Union[CommandGetTopicsOfNamespace.Mode, str]] = ..., topics_pattern: _Optional[str] = ..., topics_hash: _Optional[str] = ..., properties: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ...) -> None: ...
 
 class CommandGetTopicsOfNamespaceResponse(_message.Message):
     __slots__ = ("request_id", "topics", "filtered", "topics_hash", "changed")
