@@ -152,8 +152,8 @@ def test_grpc_ports_belong_to_every_listener_unless_mapped() -> None:
         ),
         (
             "kafkaListenerMap=partner:kafka_external\n",
-            "kafkaListenerMap (g.conf:3): entry 'partner:kafka_external': listener 'partner' is not "
-            "declared in advertisedListeners (internal, external)",
+            "kafkaListenerMap (g.conf:3): entry 'partner:kafka_external': listener 'partner' "
+            "is not declared in advertisedListeners (internal, external)",
         ),
         (
             "kafkaProtocolMap=kafka_external:TLS\n",
