@@ -133,9 +133,12 @@ async def baseline_watch(zk: KazooClient, path: str) -> asyncio.Future[float]:
     loop = asyncio.get_running_loop()
     heard: asyncio.Future[float] = loop.create_future()
 
-    def fired(_event: Any) -> None:
-        now = time.perf_counter()
-        loop.call_soon_threadsafe(lambda: heard.done() or heard.set_result(now))
+    def fired(_event: Any) -> None:  # (on a kazoo thread)
+        loop.call_soon_threadsafe(hear, time.perf_counter())
+
+    def hear(now: float) -> None:
+        if not heard.done():
+            heard.set_result(now)
 
     await asyncio.to_thread(zk.get, path, fired)
     return heard
