@@ -10,10 +10,8 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from pulsar_lookup_gateway.listeners.protocol import codec
-from pulsar_lookup_gateway.listeners.protocol.codec import (
-    CommandGetTopicsOfNamespace,
-    ServerError,
-)
+from pulsar_lookup_gateway.listeners.protocol.codec import ServerError
+from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import CommandGetTopicsOfNamespace
 from pulsar_lookup_gateway.lookup.resolve import ResolvePolicy
 from tests.broker_peer import BrokerPeer
 from tests.integration.test_http_api import NS, OWNED_TOPIC, file_service, gateway_cluster, serving
