@@ -525,3 +525,30 @@ async def test_a_stream_outlives_the_request_head_deadline(
         await asyncio.sleep(1.0)  # (over three deadlines)
         await w.subscribe(IN_SECOND)
         assert (await w.next())["topic"] == IN_SECOND
+
+
+async def test_a_tls_socket_serves_the_watch(
+    tmp_path: Path, zookeeper: EmbeddedZooKeeper, zk_chroot: str, zk: KazooClient
+) -> None:
+    import ssl
+
+    import trustme
+
+    ca = trustme.CA()
+    leaf = ca.issue_cert("127.0.0.1")
+    leaf.private_key_pem.write_to_path(tmp_path / "gw.key")
+    leaf.cert_chain_pems[0].write_to_path(tmp_path / "gw.crt")
+    config = config_from(
+        f"metadataStoreUrl=zk:{zookeeper.connect_string}{zk_chroot}\n"
+        "advertisedListeners=external:pulsar+ssl://127.0.0.2:6651,external:https://127.0.0.2:8443\n"
+        "bindAddresses=external:https://127.0.0.1:0\nbrokerServicePort=\nwebServicePort=\n"
+        f"tlsCertificateFilePath={tmp_path / 'gw.crt'}\ntlsKeyFilePath={tmp_path / 'gw.key'}\n"
+    )
+    context = ssl.create_default_context()
+    ca.configure_trust(context)
+    async with running(config) as gateway, aiohttp.ClientSession() as session:
+        url = f"https://127.0.0.1:{gateway.port_of('external', 'https')}/lookup/v2/watch"
+        async with session.ws_connect(url, ssl=context) as ws:
+            watcher = Watcher(ws)
+            await watcher.subscribe(IN_FIRST)
+            assert (await watcher.next())["brokerUrlTls"] == "pulsar+ssl://b1.example.com:6651"
