@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Protocol
 
@@ -79,7 +80,7 @@ class OwnershipWatch:
         self.service = service
         self._entries: dict[tuple[str, ListenerChoice, str | None], _Entry] = {}
         self._index: dict[Key, set[_Entry]] = {}
-        self._queue: dict[_Entry, None] = {}  # to look up, in order
+        self._queue: OrderedDict[_Entry, None] = OrderedDict()  # to look up, in order
         self._workers = 0
         self._dirty: set[Key] = set()
         self._flush: asyncio.Handle | None = None
@@ -201,8 +202,7 @@ class OwnershipWatch:
         looked_up = 0
         try:
             while self._queue:
-                entry = next(iter(self._queue))
-                del self._queue[entry]
+                entry, _ = self._queue.popitem(last=False)
                 if entry.removed:
                     continue
                 looked_up += 1
