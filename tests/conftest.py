@@ -63,6 +63,9 @@ def spark() -> Iterator[Any]:
             "spark.sql.shuffle.partitions": "4",
             "spark.default.parallelism": "2",
             "spark.driver.memory": "1g",
+            # Small jobs in a JVM that lives a minute: the quick compiler only, one GC thread
+            # (C2 compiles cost more CPU than they save here, on 2 shared cores).
+            "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
         },
         app_name="tests",
     )

@@ -1,7 +1,8 @@
 """resolve-zones on a real Spark standalone cluster whose executors' Python lacks this package.
 
 One cluster for the module: a master and one worker started with PySpark's own launcher
-(`bin/spark-class`), on 127.0.0.1, 512 MB for the executor, stopped however the tests end. The
+(`bin/spark-class`), on 127.0.0.1, stopped however the tests end; the three jobs run at once,
+each with one core and a 512 MB executor. The
 executors run a Python made here (a venv of the same interpreter holding only PySpark's own
 needs, pyarrow and numpy: not this package, not pydantic, not kazoo). Against it: the
 `resolve-zones --master spark://...` command, the README's spark-submit recipe as written, and
@@ -39,6 +40,8 @@ START_DEADLINE_S = 120.0
 JOB_TIMEOUT_S = 300.0
 #: PySpark's own needs: all the executors' Python gets.
 EXECUTOR_MODULES = ("pyarrow", "numpy", "numpy.libs", "pyarrow.libs")
+#: JVMs that live seconds: the quick compiler only, one GC thread (2 shared cores).
+SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 ZONES = [("dc", "internal", False), ("internet", "external", True), ("lab", "lab", False)]
 LISTENER = "external"
 
@@ -152,6 +155,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         "spark.ui.enabled false\n"
         "spark.ui.showConsoleProgress false\n"
         "spark.sql.shuffle.partitions 4\n"
+        "spark.cores.max 1\n"  # three jobs at once, one core each
+        f"spark.driver.extraJavaOptions {SHORT_LIVED_JVM}\n"
+        f"spark.executor.extraJavaOptions {SHORT_LIVED_JVM}\n"
     )
     env = {
         **os.environ,
@@ -159,6 +165,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         "SPARK_CONF_DIR": str(conf),
         "SPARK_LOCAL_IP": "127.0.0.1",
         "SPARK_DAEMON_MEMORY": "256m",
+        "SPARK_DAEMON_JAVA_OPTS": SHORT_LIVED_JVM,
         # no REST submission server (a fixed port), no web UIs
         "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false -Dspark.ui.enabled=false",
         "SPARK_WORKER_OPTS": "-Dspark.ui.enabled=false",
@@ -182,7 +189,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         started.append(
             _start(
                 [spark_class, "org.apache.spark.deploy.worker.Worker",
-                 "--host", "127.0.0.1", "--cores", "2", "--memory", "512m",
+                 "--host", "127.0.0.1", "--cores", "3", "--memory", "1536m",
                  "--webui-port", str(free_port()), "--work-dir", str(work / "worker"), master],
                 work / "worker.log", env, "Successfully registered with master",
             )
@@ -239,48 +246,97 @@ def local_answers(spark: Any, inputs: Path) -> Counter[tuple[Any, ...]]:
     return rows_of(answers.toArrow(), COLUMNS)
 
 
-def run(command: list[str], env: dict[str, str], cwd: Path) -> str:
-    result = subprocess.run(
-        command, env=env, cwd=cwd, capture_output=True, text=True,
-        timeout=JOB_TIMEOUT_S, check=False,
-    )  # fmt: skip
-    assert result.returncode == 0, (result.stdout[-2000:], result.stderr[-4000:])
-    return result.stdout
+@dataclass
+class Job:
+    """A client process against the cluster (started with the others: they run at once)."""
+
+    process: subprocess.Popen[str]
+    out: Path  # where its outputs go
+
+    def printed(self) -> str:
+        """Its stdout, once it ended well (bounded wait)."""
+        try:
+            stdout, stderr = self.process.communicate(timeout=JOB_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.communicate()
+            raise
+        assert self.process.returncode == 0, (stdout[-2000:], stderr[-4000:])
+        return stdout
+
+
+def _job(command: list[str], env: dict[str, str], cwd: Path, out: Path) -> Job:
+    process = subprocess.Popen(
+        command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    return Job(process, out)
+
+
+@pytest.fixture(scope="module")
+def jobs(
+    cluster: Cluster, inputs: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Job]]:
+    """The command, the README's recipe and a user's script, started together (each takes one
+    of the worker's cores; most of a small job's time is JVM starts and waits)."""
+    command_dir, recipe_dir, script_dir = (
+        tmp_path_factory.mktemp(name) for name in ("command", "recipe", "script")
+    )
+    for name in (".venv", "configs"):
+        (recipe_dir / name).symlink_to(ROOT / name)
+    for name in ("topics.txt", "zones.csv"):
+        (recipe_dir / name).write_bytes((inputs / name).read_bytes())
+    recipe = RECIPE.replace("spark://spark-master:7077", cluster.master).replace(
+        "/opt/python3.11/bin/python3", str(cluster.python)
+    )
+    (script_dir / "job.py").write_text(USER_SCRIPT)
+    without_python = {k: v for k, v in cluster.env.items() if k != "PYSPARK_PYTHON"}
+    started: dict[str, Job] = {}
+    try:
+        started["command"] = _job(
+            [EXE, "resolve-zones", "--metadata", f"file:{DEMO}",
+             "--topics", str(inputs / "topics.txt"), "--zones", str(inputs / "zones.csv"),
+             "--out", str(command_dir / "out"), "--master", cluster.master],
+            cluster.env, command_dir, command_dir / "out",
+        )  # fmt: skip
+        started["recipe"] = _job(  # the recipe names the executors' Python itself
+            ["bash", "-euo", "pipefail", "-c", recipe], without_python, recipe_dir,
+            recipe_dir / "zones-out",
+        )  # fmt: skip
+        started["script"] = _job(
+            [sys.executable, "job.py", cluster.master, str(inputs / "topics.txt"),
+             f"file:{DEMO}", str(script_dir / "out")],
+            cluster.env, script_dir, script_dir / "out",
+        )  # fmt: skip
+        yield started
+    finally:
+        for job in started.values():
+            if job.process.poll() is None:
+                job.process.kill()
+                job.process.communicate()
 
 
 # -- the tests ------------------------------------------------------------------------------------
 
+JOBS_TIMEOUT = int(JOB_TIMEOUT_S + 2 * START_DEADLINE_S)
 
-@pytest.mark.timeout(int(JOB_TIMEOUT_S) + 2 * int(START_DEADLINE_S))
+
+@pytest.mark.timeout(JOBS_TIMEOUT)
 def test_resolve_zones_command_on_the_cluster_ships_itself(
-    cluster: Cluster, inputs: Path, local_answers: Counter[tuple[Any, ...]], tmp_path: Path
+    jobs: dict[str, Job], local_answers: Counter[tuple[Any, ...]]
 ) -> None:
-    out = tmp_path / "out"
-    printed = run(
-        [EXE, "resolve-zones", "--metadata", f"file:{DEMO}",
-         "--topics", str(inputs / "topics.txt"), "--zones", str(inputs / "zones.csv"),
-         "--out", str(out), "--master", cluster.master],
-        cluster.env, tmp_path,
-    )  # fmt: skip
+    job = jobs["command"]
+    printed = job.printed()
     assert f"resolved {sum(local_answers.values())} (topic, zone) pairs" in printed
-    assert parquet_rows(out / "answers", COLUMNS) == local_answers
+    assert parquet_rows(job.out / "answers", COLUMNS) == local_answers
 
 
-@pytest.mark.timeout(int(JOB_TIMEOUT_S))
+@pytest.mark.timeout(JOBS_TIMEOUT)
 def test_the_readme_spark_submit_recipe_runs_as_written(
-    cluster: Cluster, inputs: Path, local_answers: Counter[tuple[Any, ...]], tmp_path: Path
+    jobs: dict[str, Job], local_answers: Counter[tuple[Any, ...]]
 ) -> None:
-    for name in (".venv", "configs"):
-        (tmp_path / name).symlink_to(ROOT / name)
-    for name in ("topics.txt", "zones.csv"):
-        (tmp_path / name).write_bytes((inputs / name).read_bytes())
-    script = RECIPE.replace("spark://spark-master:7077", cluster.master).replace(
-        "/opt/python3.11/bin/python3", str(cluster.python)
-    )
-    env = {k: v for k, v in cluster.env.items() if k != "PYSPARK_PYTHON"}  # the recipe says
-    printed = run(["bash", "-euo", "pipefail", "-c", script], env, tmp_path)
-    assert "resolved" in printed
-    assert parquet_rows(tmp_path / "zones-out" / "answers", COLUMNS) == local_answers
+    job = jobs["recipe"]
+    assert "resolved" in job.printed()
+    assert parquet_rows(job.out / "answers", COLUMNS) == local_answers
 
 
 OWNER_COLUMNS = (
@@ -289,24 +345,15 @@ OWNER_COLUMNS = (
 )  # fmt: skip
 
 
-@pytest.mark.timeout(int(JOB_TIMEOUT_S))
+@pytest.mark.timeout(JOBS_TIMEOUT)
 def test_a_users_script_calls_resolve_zones_and_reads_ownership(
-    spark: Any,
-    cluster: Cluster,
-    inputs: Path,
-    local_answers: Counter[tuple[Any, ...]],
-    tmp_path: Path,
+    spark: Any, jobs: dict[str, Job], local_answers: Counter[tuple[Any, ...]]
 ) -> None:
     from pulsar_lookup_gateway.zones import OwnershipDataSource
 
-    (tmp_path / "job.py").write_text(USER_SCRIPT)
-    out = tmp_path / "out"
-    run(
-        [sys.executable, "job.py", cluster.master, str(inputs / "topics.txt"), f"file:{DEMO}",
-         str(out)],
-        cluster.env, tmp_path,
-    )  # fmt: skip
-    assert parquet_rows(out / "answers", COLUMNS) == local_answers
+    job = jobs["script"]
+    job.printed()
+    assert parquet_rows(job.out / "answers", COLUMNS) == local_answers
 
     spark.dataSource.register(OwnershipDataSource)
     local = (
@@ -317,4 +364,4 @@ def test_a_users_script_calls_resolve_zones_and_reads_ownership(
     )
     want = rows_of(local.toArrow(), OWNER_COLUMNS)
     assert len(want) > 5 and any(row[2] is None for row in want)  # some bundle is unowned
-    assert parquet_rows(out / "owners", OWNER_COLUMNS) == want
+    assert parquet_rows(job.out / "owners", OWNER_COLUMNS) == want
