@@ -5,7 +5,7 @@ workers), each in a fresh process (a cold JVM), and sequential HTTP lookups thro
 measured in the same run (a 10,000-lookup sample, extrapolated to the same number of pairs).
 
     .venv/bin/python -m bench.zones [--topics 1000000] [--sample 10000] [--no-per-pair]
-                                    [--no-write]
+                                    [--no-write] [--conf KEY=VALUE ...]
 
 The cluster: 20 brokers, 10 namespaces x 64 bundles, 90% of the bundles owned, listener
 `partner` advertised by 15 of the 20 brokers. Zones: dc (internal), internet (external, TLS),
@@ -157,7 +157,12 @@ def _per_pair_job(args: argparse.Namespace) -> int:
 
 
 def _spark_child(
-    work: str, master: str, plan: str, conn: Connection, class_archive: str | None
+    work: str,
+    master: str,
+    plan: str,
+    conn: Connection,
+    class_archive: str | None,
+    conf: tuple[str, ...] = (),
 ) -> None:
     """Child process (a cold JVM): the SparkSession, then the job; sends a SparkResult.
     `class_archive`: as `resolve-zones --class-archive` (recorded when missing)."""
@@ -177,6 +182,7 @@ def _spark_child(
             "spark.eventLog.enabled": "true",
             "spark.eventLog.compress": "false",
             "spark.eventLog.dir": events.as_uri(),
+            **dict(item.split("=", 1) for item in conf),
         },
         class_archive=archive,
     )
@@ -195,11 +201,19 @@ def _spark_child(
     conn.send(SparkResult(session_start, job, pairs, phases(events)))
 
 
-def run_spark(work: Path, master: str, plan: str, class_archive: Path | None = None) -> SparkResult:
+def run_spark(
+    work: Path,
+    master: str,
+    plan: str,
+    class_archive: Path | None = None,
+    conf: tuple[str, ...] = (),
+) -> SparkResult:
     context = multiprocessing.get_context("spawn")
     parent, child = context.Pipe()
     archive = str(class_archive) if class_archive else None
-    process = context.Process(target=_spark_child, args=(str(work), master, plan, child, archive))
+    process = context.Process(
+        target=_spark_child, args=(str(work), master, plan, child, archive, conf)
+    )
     process.start()
     try:
         if not parent.poll(900):
@@ -387,6 +401,13 @@ def main(argv: list[str]) -> None:
         help="skip the fast plan's runs with a class-data archive (one records it, one uses it)",
     )
     parser.add_argument("--no-write", action="store_true", help="do not update BENCHMARKS.md")
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting for the fast plan's sessions (A/B runs; repeatable)",
+    )
     parser.add_argument("--out", type=Path, default=Path("BENCHMARKS.md"))
     args = parser.parse_args(argv)
 
@@ -403,15 +424,16 @@ def main(argv: list[str]) -> None:
         old = None if args.no_per_pair else run_spark(work, args.master, "per-pair")
         if old is not None:
             print(f"per-pair plan: {old.session_start_s:.1f} s + {old.job_s:.1f} s", flush=True)
-        new = run_spark(work, args.master, "fast")
+        conf = tuple(args.conf)
+        new = run_spark(work, args.master, "fast", conf=conf)
         print(f"fast plan: {new.session_start_s:.1f} s + {new.job_s:.1f} s", flush=True)
         recording = archived = None
         if not args.no_class_archive:
             archive = work / "spark-classes.jsa"
-            recording = run_spark(work, args.master, "fast", archive)
+            recording = run_spark(work, args.master, "fast", archive, conf)
             if not archive.is_file():
                 raise RuntimeError("the recording run wrote no class archive")
-            archived = run_spark(work, args.master, "fast", archive)
+            archived = run_spark(work, args.master, "fast", archive, conf)
             print(
                 f"with a class archive: {archived.session_start_s:.1f} s + "
                 f"{archived.job_s:.1f} s (recording it: {recording.total_s:.1f} s)",

@@ -56,9 +56,10 @@ def resolve_zones(
     nodes = read_nodes(parse_metadata_url(metadata))
     spark = topics.sparkSession
     policy = ResolvePolicy(cluster_name=cluster_name)
-    return answers_frame(
+    answers: DataFrame = answers_frame(
         spark, nodes, topics, zone_list, policy, partitions=partitions, protocol=protocol
     )
+    return answers
 
 
 def _zones(zones: DataFrame | Sequence[Sequence[Any]]) -> list[Zone]:

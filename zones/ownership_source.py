@@ -26,11 +26,11 @@ ROWS_PER_PARTITION = 50_000
 
 
 @dataclass
-class OwnershipPartition(InputPartition):  # type: ignore[misc]
+class OwnershipPartition(InputPartition):
     rows: Sequence[tuple[Any, ...]]
 
 
-class OwnershipDataSource(DataSource):  # type: ignore[misc]
+class OwnershipDataSource(DataSource):
     """Options: `metadata` (zk:host:port[/chroot] or file:SNAPSHOT, required) and `listener`
     (the advertised listener whose URLs the rows carry, required)."""
 
@@ -54,7 +54,7 @@ class OwnershipDataSource(DataSource):  # type: ignore[misc]
         return OwnershipReader(dict(self.options))
 
 
-class OwnershipReader(DataSourceReader):  # type: ignore[misc]
+class OwnershipReader(DataSourceReader):
     def __init__(self, options: dict[str, str]) -> None:
         from pulsar_lookup_gateway.lookup.selection import LISTENER_NAME_RULE, is_listener_name
         from pulsar_lookup_gateway.metadata_store.url import parse_metadata_url
@@ -80,5 +80,6 @@ class OwnershipReader(DataSourceReader):  # type: ignore[misc]
         ]
         return chunks or [OwnershipPartition([])]
 
-    def read(self, partition: OwnershipPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        assert isinstance(partition, OwnershipPartition)
         yield from partition.rows

@@ -7,6 +7,7 @@ import sys
 import textwrap
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -69,13 +70,14 @@ def test_zones_from_rows_are_checked_as_the_zones_file() -> None:
         Zone("lab", "lab", False),
     ]
     assert zones_from_rows([("a", "b", "yes")], "zones") == [Zone("a", "b", True)]
-    for bad, problem in [
+    cases: list[tuple[list[tuple[Any, ...]], str]] = [
         ([], "no zones"),
         ([("a/b", "internal")], "zones row 1: zone 'a/b'"),
         ([("a", "internal"), ("a", "external")], "zones row 2: zone 'a' is listed twice"),
         ([("a", "in ternal")], "listener 'in ternal'"),
         ([("a",)], "got 1 fields"),
         ([("a", "internal", "maybe")], "tls 'maybe' is not true or false"),
-    ]:
+    ]
+    for bad, problem in cases:
         with pytest.raises(ZonesError, match=problem):
             zones_from_rows(bad, "zones")
