@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -46,7 +47,12 @@ from pulsar_lookup_gateway.listeners.config_rules import (
     problems_of,
     sockets,
 )
-from pulsar_lookup_gateway.listeners.config_salvage import declared_listeners, parsed_binds
+from pulsar_lookup_gateway.listeners.config_salvage import (
+    PROTOCOL_MAPS,
+    declared_listeners,
+    parsed_binds,
+    parsed_listener_map,
+)
 from pulsar_lookup_gateway.listeners.endpoints import (
     AdvertisedListener,
     BindAddress,
@@ -67,7 +73,10 @@ from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
 from pulsar_lookup_gateway.lookup.auto_creation import AutoCreationSettings, TopicType
 from pulsar_lookup_gateway.lookup.networks import NetworkTable, parse_cidr
 from pulsar_lookup_gateway.lookup.protocol_listeners import (
+    GRPC,
+    KAFKA,
     LISTENER_MAP_KEYS,
+    MQTT,
     ProtocolListeners,
     parse_kafka_protocol_map,
     parse_listener_map,
@@ -125,6 +134,17 @@ class ConfigError(Exception):
     def keys(self) -> frozenset[str]:
         """The keys that have a problem (a host check that reads one of them is not made)."""
         return frozenset(problem.name for problem in self.problems if problem.name)
+
+
+#: A protocol handler's `<listener>:<handler name>` pairs; None: the key is unset.
+ListenerMap = tuple[tuple[str, str], ...] | None
+
+
+def _listener_map(protocol: str, value: Any) -> Any:
+    """A protocol's `<listener>:<handler name>,...` (blank: unset)."""
+    if not isinstance(value, str):
+        return value
+    return parse_listener_map(protocol, value) if value.strip() else None
 
 
 class GatewayConfig(BaseModel):
@@ -233,9 +253,11 @@ class GatewayConfig(BaseModel):
     # Protocol handlers' endpoints per listener (lookup.protocol_listeners): each protocol's
     # `<listener>:<handler name>,...` (None: unset, the unambiguous guess), and KoP's own
     # kafkaProtocolMap for the security protocol of its named listeners.
-    kafka_listener_map: tuple[tuple[str, str], ...] | None = None
-    mqtt_listener_map: tuple[tuple[str, str], ...] | None = None
-    grpc_listener_map: tuple[tuple[str, str], ...] | None = None
+    kafka_listener_map: Annotated[ListenerMap, BeforeValidator(partial(_listener_map, KAFKA))] = (
+        None
+    )
+    mqtt_listener_map: Annotated[ListenerMap, BeforeValidator(partial(_listener_map, MQTT))] = None
+    grpc_listener_map: Annotated[ListenerMap, BeforeValidator(partial(_listener_map, GRPC))] = None
     kafka_protocol_map: tuple[tuple[str, str], ...] = ()
 
     @model_validator(mode="before")
@@ -272,21 +294,6 @@ class GatewayConfig(BaseModel):
     @classmethod
     def _advertised(cls, value: Any) -> Any:
         return parse_advertised_listeners(value) if isinstance(value, str) else value
-
-    @field_validator("kafka_listener_map", mode="before")
-    @classmethod
-    def _kafka_listener_map(cls, value: Any) -> Any:
-        return _listener_map("kafka", value)
-
-    @field_validator("mqtt_listener_map", mode="before")
-    @classmethod
-    def _mqtt_listener_map(cls, value: Any) -> Any:
-        return _listener_map("mqtt", value)
-
-    @field_validator("grpc_listener_map", mode="before")
-    @classmethod
-    def _grpc_listener_map(cls, value: Any) -> Any:
-        return _listener_map("grpc", value)
 
     @field_validator("kafka_protocol_map", mode="before")
     @classmethod
@@ -454,13 +461,6 @@ class GatewayConfig(BaseModel):
         return plugin
 
 
-def _listener_map(protocol: str, value: Any) -> Any:
-    """A protocol's `<listener>:<handler name>,...` (blank: unset)."""
-    if not isinstance(value, str):
-        return value
-    return parse_listener_map(protocol, value) if value.strip() else None
-
-
 _DEFAULT_LISTENER_SETTINGS = ListenerSettings()
 LISTENER_KEYS = frozenset(to_camel(name) for name in ListenerSettings.model_fields)
 KNOWN_KEYS = frozenset(
@@ -540,11 +540,19 @@ def _failed_keys(exc: ValidationError) -> set[str]:
 
 
 def _salvaged(values: dict[str, Any], failed_keys: set[str]) -> tuple[dict[str, Any], set[str]]:
-    """`values` without the keys that failed, but for the entries of advertisedListeners and
-    bindAddresses that parse (see config_salvage); and the keys that stay failed."""
+    """`values` without the keys that failed, but for the entries of advertisedListeners,
+    bindAddresses and the protocol listener maps that parse (see config_salvage); and the keys
+    that stay failed."""
     rest = {key: value for key, value in values.items() if key not in failed_keys}
     failed = set(failed_keys)
-    salvage = {"advertisedListeners": declared_listeners, "bindAddresses": parsed_binds}
+    salvage = {
+        "advertisedListeners": declared_listeners,
+        "bindAddresses": parsed_binds,
+        **{
+            f"{protocol}ListenerMap": partial(parsed_listener_map, protocol)
+            for protocol in PROTOCOL_MAPS
+        },
+    }
     for key, entries in salvage.items():
         if key in failed and isinstance(values.get(key), str):
             kept = entries(values[key])

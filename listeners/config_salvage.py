@@ -1,5 +1,6 @@
-"""What still stands of a config that has problems: the entries of `advertisedListeners` and
-`bindAddresses` that parse on their own, and the values that validate.
+"""What still stands of a config that has problems: the entries of `advertisedListeners`,
+`bindAddresses` and the protocol listener maps that parse on their own, and the values that
+validate.
 
 With them the rules between keys, and the host checks of `check-config`, run in the same pass as
 the problems of single keys: one bad entry no longer hides the problems of the others until a
@@ -15,7 +16,17 @@ from pulsar_lookup_gateway.listeners.endpoints import (
     parse_advertised_listeners,
     parse_bind_addresses,
 )
+from pulsar_lookup_gateway.lookup.protocol_listeners import (
+    GRPC,
+    KAFKA,
+    MQTT,
+    Pairs,
+    parse_listener_map,
+)
 from pulsar_lookup_gateway.lookup.selection import is_listener_name
+
+#: The protocols with a `<protocol>ListenerMap` key.
+PROTOCOL_MAPS = (KAFKA, MQTT, GRPC)
 
 
 def _entries(text: str) -> list[str]:
@@ -53,3 +64,16 @@ def declared_listeners(text: str) -> tuple[AdvertisedListener, ...] | None:
         for endpoint in listener.endpoints:
             endpoints.setdefault(endpoint.scheme, endpoint)
     return tuple(AdvertisedListener(name, tuple(urls.values())) for name, urls in by_name.items())
+
+
+def parsed_listener_map(protocol: str, text: str) -> Pairs | None:
+    """The entries of a protocol's listener map that parse on their own (so that the rule
+    "each listener is declared" is checked on them in the same run); None when none does."""
+    found: list[tuple[str, str]] = []
+    for entry in _entries(text):
+        try:
+            pairs = parse_listener_map(protocol, entry)
+        except ValueError:
+            continue
+        found += [pair for pair in pairs if pair not in found]
+    return tuple(found) or None

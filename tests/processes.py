@@ -55,7 +55,10 @@ class Running:
             if match := LISTENING.search(line):
                 url, listener = match.group(1), match.group(2)
                 self.urls[(url.split("://")[0], listener)] = url
-        assert len(self.urls) == sockets, "".join(self.lines)
+        if len(self.urls) != sockets:  # (no process left behind by a start that failed)
+            self.process.kill()
+            self.process.wait(timeout=10)
+            raise AssertionError("".join(self.lines))
 
     def get(self, listener: str, path: str) -> Any:
         url = self.urls[("http", listener)] + path

@@ -520,6 +520,16 @@ def test_the_entries_that_parse_feed_the_rules_in_the_same_pass() -> None:
     assert "listener 'b' is not declared" not in joined
 
 
+@pytest.mark.parametrize("key", ["kafkaListenerMap", "mqttListenerMap", "grpcListenerMap"])
+def test_a_bad_entry_of_a_listener_map_hides_no_undeclared_listener(key: str) -> None:
+    name = {"kafkaListenerMap": "kafka_x", "mqttListenerMap": "mqtt", "grpcListenerMap": "grpc"}
+    found = problems(BASE + TWO + f"{key}=internal:{name[key]},bogus:{name[key]},internal\n")
+    joined = "\n".join(found)
+    assert len(found) == 2, found
+    assert "entry 'internal': expected <listener>:" in joined
+    assert f"entry 'bogus:{name[key]}': listener 'bogus' is not declared" in joined
+
+
 def test_no_socket_is_not_concluded_from_entries_that_failed() -> None:
     found = problems(BASE + TWO + NO_LEGACY + "bindAddresses=internal:ftp://127.0.0.1:1\n")
     assert len(found) == 1 and "unknown scheme 'ftp'" in found[0], found
