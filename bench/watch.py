@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import multiprocessing
 import os
@@ -46,6 +47,7 @@ BUNDLES = 64
 NAMESPACE = "bench/watch"
 PAUSE = 0.25  # seconds between moves
 SETTLE = 2.0  # seconds between the last first answer and the first move
+SLOW = 0.1  # seconds: a baseline watch this late is ZooKeeper's (or the machine's) delay
 STRAGGLERS = 1.0  # seconds after the last move before messages are counted
 CONNECT_BATCH = 100  # streams opened at once
 
@@ -75,11 +77,40 @@ def _rss_mib() -> float:
     return float("nan")
 
 
+class _Collections:
+    """The gateway's full garbage collections: how many, and the longest (a pause of its
+    event loop, which every stream's next message waits out)."""
+
+    def __init__(self) -> None:
+        self.started = (0.0, 0.0)
+        self.count = 0
+        self.longest = (0.0, 0.0)  # (wall, CPU) seconds of the longest
+        gc.callbacks.append(self.callback)
+
+    def callback(self, phase: str, info: dict[str, Any]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self.started = (time.perf_counter(), time.thread_time())
+        else:
+            self.count += 1
+            took = (time.perf_counter() - self.started[0], time.thread_time() - self.started[1])
+            self.longest = max(self.longest, took)
+
+    def take(self) -> tuple[int, float, float]:
+        taken = (self.count, *self.longest)
+        self.count, self.longest = 0, (0.0, 0.0)
+        return taken
+
+
 def _serve(config_text: str, conn: Connection) -> None:
-    """Child process: a gateway; answers "usage" with (CPU seconds, RSS MiB, peak RSS MiB)."""
+    """Child process: a gateway; answers "usage" with (CPU seconds, RSS MiB, peak RSS MiB,
+    full collections and the longest since the last usage)."""
     from pulsar_lookup_gateway.gateway.process import Gateway, raise_open_files_limit
     from pulsar_lookup_gateway.listeners.conf_file import parse_properties
     from pulsar_lookup_gateway.listeners.config import validate_raw
+
+    collections = _Collections()
 
     async def run() -> None:
         raise_open_files_limit()
@@ -91,7 +122,7 @@ def _serve(config_text: str, conn: Connection) -> None:
             assert message == "usage"
             times = os.times()
             peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-            conn.send((times.user + times.system, _rss_mib(), peak))
+            conn.send((times.user + times.system, _rss_mib(), peak, *collections.take()))
         await gateway.stop()
 
     asyncio.run(run())
@@ -164,16 +195,17 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         process.start()
         loop = asyncio.get_running_loop()
 
-        async def usage() -> tuple[float, float, float]:
+        async def usage() -> tuple[float, float, float, int, float, float]:
             parent.send("usage")
-            result: tuple[float, float, float] = await loop.run_in_executor(None, parent.recv)
+            result: tuple[float, float, float, int, float, float]
+            result = await loop.run_in_executor(None, parent.recv)
             return result
 
         try:
             if not await loop.run_in_executor(None, parent.poll, 60):
                 raise RuntimeError("the gateway did not start")
             port = parent.recv()
-            _cpu_start, rss_start, _ = await usage()
+            _cpu_start, rss_start, *_ = await usage()
             streams = Streams()
             all_topics = [
                 [f"persistent://{NAMESPACE}/s{n}-t{t}" for t in range(args.topics)]
@@ -196,7 +228,11 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                     await asyncio.sleep(0.05)
                 subscribe_seconds = time.perf_counter() - subscribed
                 await asyncio.sleep(SETTLE)  # (steady state: the subscribes' garbage collected)
-                cpu_before, rss_subscribed, _ = await usage()
+                cpu_before, rss_subscribed, *_ = await usage()
+                # This process's own collections would delay every stream's next message at
+                # once: none in the measured window (as bench.common.measured_window).
+                gc.collect()
+                gc.disable()
                 by_bundle: dict[str, list[str]] = {}
                 for topics in all_topics:
                     for topic in topics:
@@ -219,16 +255,19 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                         await asyncio.sleep(PAUSE)
                 await asyncio.sleep(STRAGGLERS)
                 latencies: list[float] = []
+                beyond: list[float] = []  # each message's latency beyond its move's baseline
                 missing = 0
-                for bundle, expected, written in moves:
+                for (bundle, expected, written), zk_took in zip(moves, baseline, strict=True):
                     for topic in by_bundle[bundle]:
                         times = streams.arrivals.get((topic, expected), [])
                         after = [t for t in times if t >= written]
                         if after:
                             latencies.append(after[0] - written)
+                            beyond.append(after[0] - written - zk_took)
                         else:
                             missing += 1
-                cpu_after, rss_after, rss_peak = await usage()
+                gc.enable()
+                cpu_after, rss_after, rss_peak, collected, longest, longest_cpu = await usage()
                 for task in tasks:
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
@@ -251,6 +290,8 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         "max_ms": max(latencies, default=float("nan")) * 1000,
         "zk_p50_ms": percentile(baseline, 0.50) * 1000,
         "zk_p99_ms": percentile(baseline, 0.99) * 1000,
+        "zk_slow": sum(took > SLOW for took in baseline),
+        "beyond_p99_ms": percentile(beyond, 0.99) * 1000,
         "first_p99_ms": percentile(firsts, 0.99) * 1000,
         "subscribe_s": subscribe_seconds,
         "cpu_moves_s": cpu_after - cpu_before,
@@ -260,6 +301,9 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         "rss_subscribed_mib": rss_subscribed,
         "rss_after_mib": rss_after,
         "rss_peak_mib": rss_peak,
+        "gateway_gc": collected,
+        "gateway_gc_ms": longest * 1000,
+        "gateway_gc_cpu_ms": longest_cpu * 1000,
     }
 
 
@@ -283,6 +327,16 @@ def main(argv: list[str]) -> None:
         f" ({r['cpu_moves_pct']:.0f}% of a core), {r['cpu_total_s']:.1f} s in all |"
         f" {r['rss_start_mib']:.0f} / {r['rss_subscribed_mib']:.0f} /"
         f" {r['rss_peak_mib']:.0f} MiB |"
+    )
+    print(
+        f"beyond the baseline (each message less its move's ZooKeeper watch time): p99 "
+        f"{r['beyond_p99_ms']:.1f} ms; moves whose ZooKeeper watch itself took over "
+        f"{SLOW * 1000:.0f} ms: {r['zk_slow']}"
+    )
+    print(
+        f"gateway: {r['gateway_gc']} full garbage collections during the moves, the longest "
+        f"{r['gateway_gc_ms']:.0f} ms ({r['gateway_gc_cpu_ms']:.0f} ms of CPU); load average "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
     )
     if r["missing"] or r["errors"]:
         print(f"note: {r['missing']} expected messages missing, {r['errors']} other messages")

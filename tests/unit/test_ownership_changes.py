@@ -203,3 +203,36 @@ def test_unsent_messages_never_exceed_the_topics_watched(ops: list[tuple[str, bo
         for watched in list(stream.topics):
             stream.offer(watched, f"{watched}!")
         assert stream.pending <= len(stream.topics)
+
+
+# -- the collector held off during a push ---------------------------------------------------------
+
+
+async def test_the_collector_is_held_off_while_a_change_is_pushed() -> None:
+    import asyncio
+    import gc
+
+    from pulsar_lookup_gateway.lookup.ownership_watch import CollectionHold
+
+    hold = CollectionHold()
+    assert gc.isenabled()
+    try:
+        hold.begin()
+        assert not gc.isenabled()
+        hold.end()  # the writers woken by the push run first
+        assert not gc.isenabled()
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert gc.isenabled()
+        # held at most HOLD_LIMIT, however the push goes
+        hold.begin()
+        await asyncio.sleep(0.4)
+        assert gc.isenabled()
+        # a collector turned off by someone else is left alone
+        gc.disable()
+        hold.begin()
+        hold.release()
+        assert not gc.isenabled()
+    finally:
+        hold.release()
+        gc.enable()
