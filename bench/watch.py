@@ -159,6 +159,18 @@ class Streams:
             self.arrivals.setdefault((body["topic"], body["brokerUrl"]), []).append(now)
 
 
+async def lone_subscribe(session: aiohttp.ClientSession, url: str, topics: int) -> float:
+    """Seconds from one more stream's subscribe (of new topics) to its last first answer,
+    while the others are watching."""
+    names = [f"persistent://{NAMESPACE}/lone-t{t}" for t in range(topics)]
+    async with session.ws_connect(url) as ws:
+        started = time.perf_counter()
+        await ws.send_str(json.dumps({"type": "subscribe", "topics": names}))
+        for _ in names:
+            await asyncio.wait_for(ws.receive(), 10)
+        return time.perf_counter() - started
+
+
 async def baseline_watch(zk: KazooClient, path: str) -> asyncio.Future[float]:
     """The time this process hears ZooKeeper's own notification of the next change of `path`."""
     loop = asyncio.get_running_loop()
@@ -228,6 +240,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                     await asyncio.sleep(0.05)
                 subscribe_seconds = time.perf_counter() - subscribed
                 await asyncio.sleep(SETTLE)  # (steady state: the subscribes' garbage collected)
+                lone = await lone_subscribe(session, url, args.topics)
                 cpu_before, rss_subscribed, *_ = await usage()
                 # This process's own collections would delay every stream's next message at
                 # once: none in the measured window (as bench.common.measured_window).
@@ -293,6 +306,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         "zk_slow": sum(took > SLOW for took in baseline),
         "beyond_p99_ms": percentile(beyond, 0.99) * 1000,
         "first_p99_ms": percentile(firsts, 0.99) * 1000,
+        "lone_ms": lone * 1000,
         "subscribe_s": subscribe_seconds,
         "cpu_moves_s": cpu_after - cpu_before,
         "cpu_moves_pct": (cpu_after - cpu_before) / moves_window * 100,
@@ -327,6 +341,11 @@ def main(argv: list[str]) -> None:
         f" ({r['cpu_moves_pct']:.0f}% of a core), {r['cpu_total_s']:.1f} s in all |"
         f" {r['rss_start_mib']:.0f} / {r['rss_subscribed_mib']:.0f} /"
         f" {r['rss_peak_mib']:.0f} MiB |"
+    )
+    print(
+        f"subscribe -> answers: one more stream's {args.topics} topics in {r['lone_ms']:.1f} ms "
+        f"while the others watch; all {r['streams']} streams subscribing at once: p99 "
+        f"{r['first_p99_ms']:.0f} ms"
     )
     print(
         f"beyond the baseline (each message less its move's ZooKeeper watch time): p99 "
