@@ -432,7 +432,7 @@ class TopicLister:
         self._wall = wall
         self._allowance = self.shared_budget
         self._refilled = wall()
-        self._lists: OrderedDict[NamespaceName, _Listed] = OrderedDict()
+        self._lists: OrderedDict[tuple[NamespaceName, bool], _Listed] = OrderedDict()
         self._filtered: OrderedDict[tuple[NamespaceName, str], _Listed] = OrderedDict()
 
     def listing(
@@ -441,15 +441,18 @@ class TopicLister:
         namespace: NamespaceName,
         pattern: str | None = None,
         client_hash: str | None = None,
+        *,
+        system: bool = False,
     ) -> TopicListing:
-        """The persistent topics of `namespace` as the broker answers them. A namespace that
+        """The persistent topics of `namespace` as the broker answers them (system topics
+        too with `system`: the REST list's includeSystemTopic, kept apart). A namespace that
         does not exist lists no topics (as the broker's metadata store answers an absent
         parent), and its managed-ledger path is never read. A pattern the broker's filtering
         fails on raises LookupFailure INVALID_PATTERN (binary MetadataError)."""
         if view.policies(namespace) is None:
             listed = _Listed((), (), topics_hash(()))
         else:
-            listed = self._list(view, namespace)
+            listed = self._list(view, namespace, system)
         refused: str | None = None
         if pattern is not None:
             compiled = (
@@ -471,15 +474,16 @@ class TopicLister:
             return TopicListing((), filtered, listed.topics_hash, False, refused)
         return TopicListing(listed.topics, filtered, listed.topics_hash, True, refused)
 
-    def _list(self, view: ClusterView, namespace: NamespaceName) -> _Listed:
+    def _list(self, view: ClusterView, namespace: NamespaceName, system: bool) -> _Listed:
         names = tuple(view.children(persistent_topics_path(namespace)))
-        cached = self._lists.get(namespace)
+        key = (namespace, system)
+        cached = self._lists.get(key)
         if cached is not None and cached.names == names:
-            self._lists.move_to_end(namespace)
+            self._lists.move_to_end(key)
             return cached
-        topics = tuple(persistent_topics(view, namespace))
+        topics = tuple(persistent_topics(view, namespace, system=system))
         listed = _Listed(names, topics, topics_hash(topics))
-        _remember(self._lists, namespace, listed, self.max_entries)
+        _remember(self._lists, key, listed, self.max_entries)
         return listed
 
     def _filter(
