@@ -58,6 +58,15 @@ printf 'import sys\\nfrom pulsar_lookup_gateway.zones.cli import main\\nsys.exit
     --topics topics.txt --zones zones.csv --out zones-out
 """
 
+
+def test_the_recipe_run_is_the_readmes_as_written() -> None:
+    """The recipe the cluster test runs is the README's, line for line (its shell prompts
+    aside): a README edit that breaks the recipe fails here, not on a user's cluster."""
+    readme = (ROOT / "README.md").read_text()
+    commands = "\n".join(line.removeprefix("$ ") for line in readme.splitlines())
+    assert RECIPE in commands
+
+
 USER_SCRIPT = """\
 import sys
 
