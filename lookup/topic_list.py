@@ -21,15 +21,19 @@ The rules, as the broker applies them:
 Matching is RE2's (google-re2), as the broker's first choice RE2J: linear in the name, never
 backtracking; no client's pattern ever reaches Python's ``re``. Its options are RE2's defaults,
 which mean what RE2J's do: ``.`` is any code point but ``\n``; ``\w``, ``\d``, ``\s`` and ``\b``
-are ASCII; ``(?i)`` folds Unicode case; ``^`` and ``$`` are the ends of the name. A pattern is
-answered unfiltered (``filtered=false``, and the client filters the list itself, as Pulsar's
-clients do; the listing's ``refused`` says why) when
+are ASCII; ``(?i)`` folds Unicode case; ``^`` and ``$`` are the ends of the name. A pattern RE2J
+refuses (RE2 refuses it, or it is one of RE2J's own refusals: ``\C``, a repetition right after
+a literal ``{``) goes where the broker sends it, to the JDK: lookup.jdk_patterns follows JDK
+17's parser, and the pattern is the JDK's error (``MetadataError``), or is matched in the JDK's
+meaning translated into RE2 (``\p{Lower}`` and the other US-ASCII POSIX classes, the JDK's
+classes, ``.``, ``\s``), or is answered unfiltered. A pattern is answered unfiltered
+(``filtered=false``, and the client filters the list itself, as Pulsar's clients do; the
+listing's ``refused`` says why) when
 
 - it is longer than the bound or names another scheme (the broker's rules, above);
-- RE2 refuses it: back-references, look-arounds, possessive repetition, Java-only syntax such as
-  ``\p{Lower}`` or ``\Z``, a repetition count over 1,000. The broker would try such a pattern
-  with the JDK's engine next; the client does the same on the unfiltered list;
-- it uses ``\C`` (one byte: RE2's own, refused by RE2J and the JDK);
+- the JDK would compile it with a meaning RE2 cannot give exactly (inline flags such as
+  ``(?i)``, ``\b``, look-arounds, back-references, possessive repetition, Unicode properties),
+  or with constructs lookup.jdk_patterns does not model (``(?x)``, look-behinds, ``\N{...}``);
 - its RE2 program is over ``MAX_PROGRAM_SIZE`` instructions (512), or compiling it needs more
   than ``RE2_MAX_MEM`` bytes (RE2 refuses it then). RE2 is linear in the name, but when its DFA
   cannot keep its states (``.*a.{20}`` on varied names) a byte costs up to ~3 ns per
@@ -60,7 +64,7 @@ from urllib.parse import unquote_plus
 import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
 
 from pulsar_lookup_gateway.lookup.errors import FailureKind, InvalidTopicName, LookupFailure
-from pulsar_lookup_gateway.lookup.jdk_patterns import jdk_syntax_error, translate
+from pulsar_lookup_gateway.lookup.jdk_patterns import JdkError, Translated, escapes, jdk_compile
 from pulsar_lookup_gateway.lookup.topics import NamespaceName, TopicDomain, TopicName
 from pulsar_lookup_gateway.lookup.untrusted import printable
 from pulsar_lookup_gateway.lookup.view import ClusterView
@@ -295,22 +299,103 @@ class PatternInvalid:
     message: str
 
 
-def _has_byte_escape(regex: str) -> bool:
-    """Whether `regex` uses ``\\C`` (outside ``\\Q...\\E``, where it is literal)."""
-    index = 0
-    while index < len(regex) - 1:
-        if regex[index] != "\\":
-            index += 1
-        elif regex[index + 1] == "Q":
-            end = regex.find("\\E", index + 2)
-            if end < 0:
-                return False
-            index = end + 2
-        elif regex[index + 1] == "C":
-            return True
+def _re2j_refuses(regex: str) -> str | None:
+    """Why RE2J refuses `regex` though RE2 compiles it, or None: RE2's own one-byte escape
+    ``\\C`` (literal when quoted in ``\\Q...\\E``); a repetition operator right after a ``{``
+    taken literally (RE2J calls it a nested repetition: ``{*``, ``a{{1,}``); a repetition count
+    over 1,000 that RE2 takes for a literal (``{99999999999}``); a group name that is not
+    ASCII letters, digits and ``_``, or one used twice."""
+    if "C" in escapes(regex):
+        return "\\C (one byte) is RE2's own"
+    text = _outside_classes(regex)
+    index = text.find("{")
+    while index >= 0:
+        end = _repetition_end(text, index)
+        if end < 0:  # a literal `{`
+            after = text[index + 1 : index + 2]
+            if after in ("*", "+", "?") or (after == "{" and _repetition_end(text, index + 1) > 0):
+                return "RE2J refuses a repetition right after a literal '{'"
+            end = index + 1
+        elif any(_over_1000(count) for count in text[index + 1 : end - 1].split(",")):
+            return "RE2J refuses a repetition count over 1000"
+        index = text.find("{", end)
+    names: set[str] = set()
+    for opening in ("(?P<", "(?<"):
+        index = text.find(opening)
+        while index >= 0:
+            start = index + len(opening)
+            name = text[start : text.find(">", start)] if ">" in text[start:] else ""
+            if opening == "(?P<" or text[start : start + 1] not in ("=", "!"):
+                if not name or not all(c.isascii() and (c.isalnum() or c == "_") for c in name):
+                    return "RE2J refuses the group name"
+                if name in names:
+                    return "RE2J refuses a group name used twice"
+                names.add(name)
+            index = text.find(opening, start)
+    return None
+
+
+def _over_1000(count: str) -> bool:
+    digits = count.lstrip("0")
+    return len(digits) > 4 or (digits != "" and int(digits) > 1000)
+
+
+def _repetition_end(text: str, index: int) -> int:
+    """The index after the repetition ``{n}``, ``{n,}`` or ``{n,m}`` at `index`, or -1."""
+    digits = 0
+    comma = False
+    for end in range(index + 1, len(text)):
+        char = text[end]
+        if "0" <= char <= "9":
+            digits += 1
+        elif char == "," and not comma and digits:
+            comma = True
+        elif char == "}" and digits:
+            return end + 1
         else:
+            return -1
+    return -1
+
+
+def _outside_classes(regex: str) -> str:
+    """`regex` as RE2 reads it, with every escape, quoted run and class replaced by ``_``
+    (a ``{`` that stays is an operator or a literal of RE2's)."""
+    out = []
+    index = 0
+    while index < len(regex):
+        char = regex[index]
+        if regex.startswith("\\Q", index):
+            end = regex.find("\\E", index + 2)
+            index = len(regex) if end < 0 else end + 2
+            out.append("_")
+        elif char == "\\":
             index += 2
-    return False
+            out.append("_")
+        elif char == "[":
+            index = _re2_class_end(regex, index)
+            out.append("_")
+        else:
+            out.append(char)
+            index += 1
+    return "".join(out)
+
+
+def _re2_class_end(regex: str, index: int) -> int:
+    """The index after the RE2 class opened at `index` (a leading ``]`` is a member,
+    ``[:name:]`` an item)."""
+    index += 1
+    if regex.startswith("^", index):
+        index += 1
+    if regex.startswith("]", index):
+        index += 1
+    while index < len(regex) and regex[index] != "]":
+        if regex[index] == "\\":
+            index += 2
+        elif regex.startswith("[:", index) and ":]" in regex[index + 2 :]:
+            index = regex.index(":]", index + 2) + 2
+        else:
+            index += 1
+    return index + 1
 
 
 def _re2(regex: str) -> _Regexp | PatternRefused:
@@ -330,19 +415,18 @@ def _re2(regex: str) -> _Regexp | PatternRefused:
     return compiled
 
 
-def _jdk_fallback(
-    regex: str, refused: PatternRefused
-) -> TopicsPattern | PatternRefused | PatternInvalid:
-    """What the broker does with a pattern RE2J refuses: the JDK compiles it (or fails)."""
-    error = jdk_syntax_error(regex)
-    if error is not None:
-        return PatternInvalid(f"java.util.regex.PatternSyntaxException: {printable(error)}")
-    translated = translate(regex)
-    if translated is None:
-        return PatternRefused(f"{refused.reason} (the broker's JDK fallback would apply it)")
-    compiled = _re2(translated)
+def _jdk_fallback(regex: str, refused: str) -> TopicsPattern | PatternRefused | PatternInvalid:
+    """What the broker does with a pattern RE2J refuses (`refused`: why): the JDK compiles it,
+    or fails."""
+    jdk = jdk_compile(regex)
+    if isinstance(jdk, JdkError):
+        return PatternInvalid(f"java.util.regex.PatternSyntaxException: {printable(jdk.message)}")
+    if not isinstance(jdk, Translated):
+        # (jdk.reason says which construct; the listing keeps the shorter reason)
+        return PatternRefused(f"{refused} (the broker's JDK fallback would apply it)")
+    compiled = _re2(jdk.regex)
     if isinstance(compiled, PatternRefused):
-        return PatternRefused(f"{refused.reason}; in the JDK's meaning, {compiled.reason}")
+        return PatternRefused(f"{refused}; in the JDK's meaning, {compiled.reason}")
     return TopicsPattern(regex, compiled.programsize, compiled, "jdk")
 
 
@@ -360,12 +444,18 @@ def compile_topics_pattern(
         return regex
     if regex == ALL_TOPICS_PATTERN:
         return TopicsPattern(regex, 0, None)
-    if _has_byte_escape(regex):  # RE2's own: RE2J refuses it, and so does the JDK
-        return _jdk_fallback(regex, PatternRefused("\\C (one byte) is RE2's own"))
     compiled = _re2(regex)
+    refused_syntax = (
+        isinstance(compiled, PatternRefused)
+        and compiled.reason.startswith("RE2 refuses it")
+        and _TOO_LARGE not in compiled.reason
+    )
+    if isinstance(compiled, PatternRefused) and refused_syntax:
+        return _jdk_fallback(regex, compiled.reason)
+    re2j_refusal = _re2j_refuses(regex)
+    if re2j_refusal is not None:
+        return _jdk_fallback(regex, re2j_refusal)
     if isinstance(compiled, PatternRefused):
-        if compiled.reason.startswith("RE2 refuses it") and _TOO_LARGE not in compiled.reason:
-            return _jdk_fallback(regex, compiled)
         return compiled  # (RE2J compiles it: over the gateway's bounds)
     return TopicsPattern(regex, compiled.programsize, compiled)
 

@@ -90,6 +90,17 @@ def test_pythons_re_would_differ_on_the_unicode_cases() -> None:
         ("public/default/\\p{Lower}.", "public/default/a\u00e9", True),
         ("public/default/\\p{Lower}\\s", "public/default/a\x0b", True),  # the JDK's \s has \v
         ("public/default/\\p{Lower}+$", "public/default/abc", True),
+        # The JDK's classes, computed as the JDK computes them: a class escape next to `-`
+        # is no range (finding 1 of the review), intersections and nested classes.
+        ("x[\\s-z]\\p{Lower}", "x-a", True),
+        ("x[\\s-z]\\p{Lower}", "x5a", False),
+        ("x[\\s-z]\\p{Lower}", "x@a", False),
+        ("x[^\\s-a]\\p{Lower}", "xBa", True),
+        ("public/default/[a-z&&[^e]]\\p{Lower}", "public/default/ee", False),
+        ("public/default/[a-z&&[^e]]\\p{Lower}", "public/default/fe", True),
+        # \c takes the next character, whatever it is (finding 2): \c) is 'i'.
+        ("a\\c)", "ai", True),
+        ("a\\c(\\p{Lower}", "ahx", True),
     ],
 )
 def test_what_only_the_jdk_compiles_has_the_jdks_meaning(
@@ -108,7 +119,6 @@ def test_what_only_the_jdk_compiles_has_the_jdks_meaning(
         "public/default/\\p{Lower}\\b.",  # \b changed meaning in JDK 19
         "public/default/(?!x)\\p{Lower}",  # a look-around
         "public/default/\\p{L}\\p{Lower}",  # a Unicode class, in the JDK's meaning
-        "public/default/[a-z&&[^e]]\\p{Lower}",  # the JDK's class intersection
         "public/default/\\p{Lower}$\\n",  # $ before a line terminator
     ],
 )
@@ -149,6 +159,17 @@ def test_what_the_jdk_means_otherwise_is_answered_unfiltered(pattern: str) -> No
             "public/default/[a-z",
             "java.util.regex.PatternSyntaxException: Unclosed character class near index 18",
         ),
+        # The JDK's first error, at the JDK's index (after its \Q...\E rewriting).
+        ("a**", "java.util.regex.PatternSyntaxException: Dangling meta character '*' near index 2"),
+        ("(]/\\Q", "java.util.regex.PatternSyntaxException: Unclosed group near index 3"),
+        (
+            "x[.-\\p{Lower}]",
+            "java.util.regex.PatternSyntaxException: "
+            "Illegal/unsupported escape sequence near index 5",
+        ),
+        # RE2 compiles these, RE2J refuses them, the JDK too.
+        ("{*", "java.util.regex.PatternSyntaxException: Illegal repetition near index 1"),
+        ("a{{1,}", "java.util.regex.PatternSyntaxException: Illegal repetition near index 2"),
         (
             "public/default/\\C+",
             "java.util.regex.PatternSyntaxException: "

@@ -123,11 +123,7 @@ JDK = " (the broker's JDK fallback would apply it)"
         ("public/default/(a)\\1", "RE2 refuses it: invalid escape sequence: \\1" + JDK),
         ("public/default/(?=a).*", "RE2 refuses it: invalid perl operator: (?=" + JDK),
         ("public/default/(?<!a)b", "RE2 refuses it: invalid perl operator: (?<!" + JDK),
-        (
-            "public/default/a*+",
-            "RE2 refuses it: bad repetition operator: *+; in the JDK's meaning, "
-            "RE2 refuses it: bad repetition operator: *+",
-        ),
+        ("public/default/a*+", "RE2 refuses it: bad repetition operator: *+" + JDK),
         ("public/default/x\\Z", "RE2 refuses it: invalid escape sequence: \\Z" + JDK),
         (
             "public/default/a{1001}",
@@ -149,8 +145,8 @@ def test_what_re2_refuses_is_answered_unfiltered_with_a_reason(pattern: str, rea
 
 
 def test_a_refusal_echoes_the_client_text_printable() -> None:
-    assert refusal("public/default/(?P<\n>x)") == (
-        "RE2 refuses it: invalid named capture group: (?P<\\n>" + JDK
+    assert refusal("public/default/\\p{\n}") == (
+        "RE2 refuses it: invalid character class range: \\p{\\n}" + JDK
     )
 
 
