@@ -35,7 +35,8 @@ zookeeper:
 
 # The neighbours the tests start: nginx (ingress: header injection, forwarded headers, PROXY
 # protocol through its stream module), HAProxy (PROXY v2, SNI routing), Prometheus and promtool (scrapes, alert-rule tests);
-# wrk is the HTTP benchmark's load.
+# wrk is the HTTP benchmark's load; javac and RE2J (libre2j-java) run the broker's regex engines in
+# the topic-pattern differential test.
 tools:
 	@missing=""; \
 	[ -x /usr/sbin/nginx ] || missing="nginx-light"; \
@@ -43,6 +44,8 @@ tools:
 	[ -x /usr/sbin/haproxy ] || missing="$$missing haproxy"; \
 	command -v prometheus >/dev/null || missing="$$missing prometheus"; \
 	command -v wrk >/dev/null || missing="$$missing wrk"; \
+	command -v javac >/dev/null || missing="$$missing openjdk-17-jdk-headless"; \
+	[ -f /usr/share/java/re2j.jar ] || missing="$$missing libre2j-java"; \
 	if [ -n "$$missing" ]; then $(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; fi
 
