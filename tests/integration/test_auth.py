@@ -315,7 +315,7 @@ async def test_binary_unauthorized_role_cannot_probe_namespaces(world: World) ->
         assert (await lookup(raw, GHOST)).error == ServerError.AuthorizationError
     async with raw_client(world.binary["external"]) as raw:
         await connect(raw, "token", token(ROOT))
-        assert (await lookup(raw, GHOST)).error == ServerError.MetadataError  # not found
+        assert (await lookup(raw, GHOST)).error == ServerError.TopicNotFound  # as master
 
 
 async def test_binary_allowed_listener_names(
