@@ -6,7 +6,7 @@ This module only validates. Every problem is reported with the key (and the entr
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -545,7 +545,7 @@ def _salvaged(values: dict[str, Any], failed_keys: set[str]) -> tuple[dict[str, 
     that stay failed."""
     rest = {key: value for key, value in values.items() if key not in failed_keys}
     failed = set(failed_keys)
-    salvage = {
+    salvage: dict[str, Callable[[str], object | None]] = {
         "advertisedListeners": declared_listeners,
         "bindAddresses": parsed_binds,
         **{
