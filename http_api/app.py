@@ -298,8 +298,9 @@ class _Routes:
     async def namespace_topics(self, request: web.Request) -> web.Response:
         """`GET /admin/v2/namespaces/{tenant}/{namespace}/topics?mode=&includeSystemTopic=`, as
         Namespaces.getTopics: 404 for a missing namespace in every mode; the persistent topics
-        from the metadata store; the non-persistent ones (NON_PERSISTENT, ALL) from every live
-        broker, as NamespacesBase.internalGetNonPersistentTopics asks every bundle's owner;
+        (PERSISTENT, ALL) from the metadata store; the non-persistent ones (NON_PERSISTENT,
+        ALL) from the brokers that own the namespace's bundles, as NamespacesBase.
+        internalGetNonPersistentTopics asks each bundle's owner (an unowned bundle has none);
         system topics only with includeSystemTopic=true."""
         mode_name = request.query.get("mode", "PERSISTENT").upper()
         system = request.query.get("includeSystemTopic", "").lower() == "true"
@@ -308,20 +309,27 @@ class _Routes:
             if mode_name not in _MODES:
                 return json_error(400, f"mode must be one of {', '.join(_MODES)}")
             namespace = f"{request.match_info['tenant']}/{request.match_info['namespace']}"
-            name, persistent = await self.service.rest_topics(namespace, role=role, system=system)
-            if mode_name == "PERSISTENT":
-                return web.json_response(persistent)
-            answer = await self._link().topics_of_namespace_everywhere(
-                str(name), _MODES["NON_PERSISTENT"], principal=_principal(request, role)
+            # BrokerService.isSystemTopic: every topic of a system service namespace
+            brokers = mode_name != "PERSISTENT" and (
+                system or not is_system_service_namespace(namespace)
+            )
+            read = await self.service.rest_topics(
+                namespace,
+                role=role,
+                system=system,
+                persistent=mode_name != "NON_PERSISTENT",
+                holders=brokers,
+            )
+            if not brokers:
+                return web.json_response(list(read.persistent))
+            answer = await self._link().non_persistent_topics(
+                str(read.namespace), read.holders, principal=_principal(request, role)
             )
         except LookupFailure as failure:
             return failure_response(failure)
         if isinstance(answer, BrokerRefusal):
             return broker_error_response(answer)
-        others = list(answer.topics)
-        if not system and is_system_service_namespace(str(name)):
-            others = []  # BrokerService.isSystemTopic: every topic of such a namespace
-        return web.json_response(persistent + others if mode_name == "ALL" else others)
+        return web.json_response([*read.persistent, *answer.topics])
 
     async def schema(self, request: web.Request) -> web.Response:
         """`GET /admin/v2/schemas/{tenant}/{namespace}/{topic}/schema[/{version}]`, asked of

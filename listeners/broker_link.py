@@ -27,6 +27,15 @@ when a protocol-handler client asks about a bundle nobody owns, so that a broker
   with ``TooManyRequests``: there is no queue), and each request ends within
   ``request_timeout`` (``FORWARD_TIMEOUT``, 10 s: below the clients' default operation timeout
   of 30 s, so the client gets the gateway's error rather than its own timeout).
+- **The REST topic list's fan-out** (`non_persistent_topics`): the brokers that hold the
+  namespace's bundles (lookup.bundle_owners), each asked once, at most ``fan_out`` at a time
+  per list and ``fan_out_total`` over all lists (the rest wait, within the list's deadline),
+  the whole list within one ``request_timeout``; counted against maxConcurrentLookupRequest.
+  A broker in its failure cooldown fails the list at once (no connect is tried), and a broker
+  that had not answered by the deadline is put in it. A fan-out never closes another
+  request's connection: it uses the pooled connection, joins the pool while it has room,
+  and otherwise opens a connection of its own, closed once answered (at most
+  ``fan_out_total`` such connections besides the pool's ``max_connections``).
 - **Answers**: the broker's response command, with the broker's request id (the caller puts
   the client's back). Link failures raise LookupFailure: ``BROKER_UNAVAILABLE`` (binary
   ServiceNotReady, HTTP 503), ``NO_BROKER``, ``TOO_MANY_REQUESTS``.
@@ -44,7 +53,7 @@ import logging
 import ssl
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -90,6 +99,8 @@ FORWARD_TIMEOUT = 10.0  # seconds one forwarded request may take
 CONNECT_TIMEOUT = 5.0  # seconds to open a connection and have CONNECTED back
 MAX_IN_FLIGHT_PER_BROKER = 1000
 MAX_CONNECTIONS = 64
+FAN_OUT = 8  # brokers one REST topic list asks at once
+FAN_OUT_TOTAL = 32  # brokers all REST topic lists ask at once
 FAILURE_COOLDOWN = 30.0  # seconds a broker that failed is skipped
 CONNECT_ATTEMPTS = 3  # brokers tried when connections cannot be opened
 PROTOCOL_VERSION = 21
@@ -132,6 +143,8 @@ class LinkSettings:
     max_in_flight_per_broker: int = MAX_IN_FLIGHT_PER_BROKER
     max_connections: int = MAX_CONNECTIONS
     failure_cooldown: float = FAILURE_COOLDOWN
+    fan_out: int = FAN_OUT
+    fan_out_total: int = FAN_OUT_TOTAL
 
     def ssl_context(self) -> ssl.SSLContext | None:
         if not self.tls:
@@ -160,6 +173,11 @@ def _lost(url: str, reason: str) -> LookupFailure:
     return _unavailable("the connection to the broker was lost; retry", f"{url}: {reason}")
 
 
+def _cooling_down() -> LookupFailure:
+    """A list that needs a broker in its failure cooldown (the log named it when it failed)."""
+    return _unavailable("a broker that owns bundles of the namespace failed recently; retry later")
+
+
 def required(link: BrokerLink | None) -> BrokerLink:
     """`link`, for a request only a broker can answer; LookupFailure(BROKER_UNAVAILABLE) where
     the gateway has none."""
@@ -181,6 +199,9 @@ class BrokerLink:
         self._failed_until: dict[str, float] = {}
         self._turn = itertools.count()
         self._closed = False
+        # Connections a fan-out opened for itself while the pool was full (closed once answered).
+        self._own: set[_BrokerConnection] = set()
+        self._fan_out_slots = asyncio.Semaphore(max(1, self.settings.fan_out_total))
 
     # -- what the front ends ask ---------------------------------------------------------------
 
@@ -224,38 +245,139 @@ class BrokerLink:
 
         return topics_of(await self.request(build, principal))
 
-    async def topics_of_namespace_everywhere(
+    async def non_persistent_topics(
         self,
         namespace: str,
-        mode: CommandGetTopicsOfNamespace.Mode,
+        holders: Collection[str] | None,
         *,
         principal: Principal = ANONYMOUS,
     ) -> TopicList | BrokerRefusal:
-        """The topics of `namespace` in `mode` that any live broker holds: each broker is asked
-        once (at its internal URL, concurrently) and the answers are joined, sorted. This is
-        how Pulsar's REST topic list finds non-persistent topics (NamespacesBase.
-        internalGetNonPersistentTopics asks every bundle's owner); a broker's refusal or
-        failure fails the whole list, as there."""
-        registry = await self._registry()
-        urls = sorted({url for data in registry.brokers.values() if (url := self._url_of(data))})
+        """The non-persistent topics of `namespace` that the brokers `holders` (ids; None:
+        every live broker) have loaded, joined and sorted: the REST topic list's, as
+        NamespacesBase.internalGetNonPersistentTopics asks each bundle's owner. The bounds
+        are the module's (fan-out); a broker's refusal or failure fails the whole list, as
+        there. No holder: no topic, and no broker is asked."""
+        if self._closed:
+            raise _unavailable("the broker link is closed")
+        key_principal = self._pool_key(principal)
+        urls = self._holder_urls(await self._registry(), holders)
         if not urls:
-            raise LookupFailure(FailureKind.NO_BROKER, "No broker was available")
+            return TopicList(())
+        if any(self.broker_failed(url) for url in urls):  # (before any other is asked)
+            raise _cooling_down()
 
         def build(request_id: int) -> bytes:
-            return codec.get_topics_of_namespace(namespace, request_id, mode)
+            return codec.get_topics_of_namespace(
+                namespace, request_id, CommandGetTopicsOfNamespace.NON_PERSISTENT
+            )
 
-        answers = await asyncio.gather(
-            *(self._request_at(url, build, principal) for url in urls), return_exceptions=True
-        )
-        topics: set[str] = set()
-        for answer in answers:
-            if isinstance(answer, BaseException):
-                raise answer  # (a LookupFailure: unreachable, timed out, too many requests)
-            listed = topics_of(answer)
-            if isinstance(listed, BrokerRefusal):
-                return listed
-            topics.update(listed.topics)
-        return TopicList(tuple(sorted(topics)))
+        with self.service.admitted():
+            listed = await self._fan_out(urls, build, key_principal)
+        if isinstance(listed, BrokerRefusal):
+            return listed
+        return TopicList(tuple(sorted({topic for one in listed for topic in one.topics})))
+
+    def _holder_urls(self, registry: BrokerRegistry, holders: Collection[str] | None) -> list[str]:
+        """The URLs to ask for the holders' topics (None: every live broker's)."""
+        if holders is None:
+            urls = self._live_urls(registry)
+            if not urls:
+                raise LookupFailure(FailureKind.NO_BROKER, "No broker was available")
+            return urls
+        found = set()
+        for broker_id in holders:
+            data = registry.brokers.get(broker_id)
+            if data is None:  # (it left since the owners were read)
+                raise LookupFailure(
+                    FailureKind.OWNER_INACTIVE,
+                    "a broker that owns bundles of the namespace is not registered; retry",
+                    f"owner {broker_id}",
+                )
+            url = self._url_of(data)
+            if url is None:
+                raise _unavailable(
+                    "a broker's registration is unusable; retry later",
+                    f"{broker_id}: no binary URL for the internal listener",
+                )
+            found.add(url)
+        return sorted(found)
+
+    async def _fan_out(
+        self, urls: Sequence[str], build: Callable[[int], bytes], principal: Principal
+    ) -> list[TopicList] | BrokerRefusal:
+        """Each broker of `urls` asked `build` once, within one deadline (see the module)."""
+        waiting = iter(urls)
+        lists: list[TopicList] = []
+        refusals: list[BrokerRefusal] = []
+        asking: set[str] = set()
+
+        async def ask_in_turn() -> None:
+            for url in waiting:  # (one iterator shared by the workers: each URL asked once)
+                async with self._fan_out_slots:
+                    asking.add(url)
+                    listed = topics_of(await self._ask(url, build, principal))
+                    asking.discard(url)
+                if isinstance(listed, BrokerRefusal):
+                    refusals.append(listed)
+                    raise _Refused  # the others are cancelled: the list is refused
+                lists.append(listed)
+
+        timeout = self.settings.request_timeout
+        try:
+            async with asyncio.timeout(timeout), asyncio.TaskGroup() as group:
+                for _ in range(min(max(1, self.settings.fan_out), len(urls))):
+                    group.create_task(ask_in_turn())
+        except TimeoutError:
+            failure = _unavailable(f"the brokers did not answer within {timeout:g}s; retry")
+            for url in asking:
+                self._failed(url, _unavailable(failure.message, f"{url}: no answer in time"))
+            raise failure from None
+        except BaseExceptionGroup as errors:
+            if refusals:
+                return refusals[0]
+            failures = [e for e in errors.exceptions if isinstance(e, LookupFailure)]
+            if failures:
+                raise failures[0] from None
+            raise
+        return lists
+
+    async def _ask(
+        self, url: str, build: Callable[[int], bytes], principal: Principal
+    ) -> BaseCommand:
+        """One fan-out request to `url`: refused at once while it is in its failure cooldown
+        (or has too many requests waiting); on a connection that takes no other request's."""
+        if self.broker_failed(url):
+            raise _cooling_down()
+        if self._in_flight.get(url, 0) >= self.settings.max_in_flight_per_broker:
+            raise LookupFailure(
+                FailureKind.TOO_MANY_REQUESTS,
+                "Too many requests waiting on the brokers; retry later",
+            )
+        key = (url, principal)
+        pooled = self._pool.get(key)
+        if pooled is not None and not pooled.usable:
+            del self._pool[key]
+            pooled = None
+        own = False
+        try:
+            if pooled is not None:
+                self._pool.move_to_end(key)
+                connection = pooled
+            elif key in self._opening or self._has_room():
+                connection = await self._connection(url, principal)  # (joins the pool)
+            else:
+                connection, own = await self._dial(url, principal), True
+                self._own.add(connection)
+        except LookupFailure as failure:
+            if failure.kind is FailureKind.BROKER_UNAVAILABLE:
+                self._failed(url, failure)
+            raise
+        try:
+            return await self._counted(url, connection, build)
+        finally:
+            if own:
+                self._own.discard(connection)
+                connection.close()
 
     async def schema(
         self, topic: str, version: bytes | None = None, *, principal: Principal = ANONYMOUS
@@ -404,9 +526,10 @@ class BrokerLink:
         self._closed = True
         for task in list(self._opening.values()):
             task.cancel()
-        for connection in list(self._pool.values()):
+        for connection in [*self._pool.values(), *self._own]:
             connection.close()
         self._pool.clear()
+        self._own.clear()
 
     @property
     def connection_count(self) -> int:
@@ -418,8 +541,7 @@ class BrokerLink:
 
     async def _candidates(self) -> list[str]:
         """The brokers' URLs, starting at the next in turn; those that failed recently last."""
-        registry = await self._registry()
-        urls = sorted({url for data in registry.brokers.values() if (url := self._url_of(data))})
+        urls = self._live_urls(await self._registry())
         if not urls:
             return []
         start = next(self._turn) % len(urls)
@@ -436,6 +558,10 @@ class BrokerLink:
             except NodeNotLoaded as missing:
                 await source.fetch(missing.path)
         raise _unavailable("the broker registrations kept changing while they were read")
+
+    def _live_urls(self, registry: BrokerRegistry) -> list[str]:
+        """The live brokers' URLs for the link (sorted; a registration without one left out)."""
+        return sorted({url for data in registry.brokers.values() if (url := self._url_of(data))})
 
     def _url_of(self, broker: BrokerData) -> str | None:
         tls = self.settings.tls
@@ -476,9 +602,12 @@ class BrokerLink:
         if not task.cancelled():
             task.exception()  # retrieved here too: every waiter may have gone away
 
+    def _has_room(self) -> bool:
+        return len(self._pool) + len(self._opening) < self.settings.max_connections
+
     def _make_room(self) -> None:
         limit = self.settings.max_connections
-        if len(self._pool) + len(self._opening) < limit:
+        if self._has_room():
             return
         for key, connection in self._pool.items():  # least recently used first
             if not connection.busy:
@@ -491,6 +620,12 @@ class BrokerLink:
         )
 
     async def _open(self, url: str, principal: Principal) -> _BrokerConnection:
+        connection = await self._dial(url, principal)
+        self._pool[(url, principal)] = connection
+        return connection
+
+    async def _dial(self, url: str, principal: Principal) -> _BrokerConnection:
+        """A new connection to `url` for `principal`, CONNECTED (pooled by the caller, or not)."""
         parts = urlsplit(url)
         host, port = parts.hostname, parts.port
         if host is None or port is None:
@@ -530,8 +665,14 @@ class BrokerLink:
         except BaseException:
             connection.close()
             raise
-        self._pool[(url, principal)] = connection
+        if self._closed:  # (closed while it was being opened)
+            connection.close()
+            raise _unavailable("the broker link is closed")
         return connection
+
+
+class _Refused(Exception):
+    """A broker refused a fan-out's request: the other requests are cancelled."""
 
 
 class _BrokerConnection(asyncio.Protocol):

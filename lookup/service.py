@@ -11,9 +11,12 @@ not checked.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass
 from typing import TypeVar
 
 from pulsar_lookup_gateway.lookup.admission import Admission
@@ -26,6 +29,7 @@ from pulsar_lookup_gateway.lookup.auto_creation import (
     lookup_allowed,
     topic_not_found,
 )
+from pulsar_lookup_gateway.lookup.bundle_owners import bundles_with_owners, holder_of
 from pulsar_lookup_gateway.lookup.bundles import BundleRange
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure, NodeNotLoaded
 from pulsar_lookup_gateway.lookup.log_throttle import FirstSeen, LogThrottle
@@ -46,12 +50,7 @@ from pulsar_lookup_gateway.lookup.selection import (
     choose_listener,
 )
 from pulsar_lookup_gateway.lookup.source import MetadataSource
-from pulsar_lookup_gateway.lookup.topic_list import (
-    TopicLister,
-    TopicListing,
-    parse_namespace,
-    persistent_topics,
-)
+from pulsar_lookup_gateway.lookup.topic_list import TopicLister, TopicListing, parse_namespace
 from pulsar_lookup_gateway.lookup.topics import (
     NamespaceName,
     TopicName,
@@ -265,14 +264,21 @@ class LookupService:
     ) -> T:
         """Partition-metadata and bundle requests: counted against maxConcurrentLookupRequest
         and authorized like lookups."""
-        admission = self.admission
-        admission.admit(None)
-        admission.pending += 1
-        try:
+        with self.admitted():
             name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
             if role is not None:
                 await self.authorize(name, role)
             return await self._read(lambda view: read(name, view))
+
+    @contextlib.contextmanager
+    def admitted(self) -> Iterator[None]:
+        """A request that is not a lookup, counted against maxConcurrentLookupRequest while it
+        runs (TOO_MANY_REQUESTS when there is no room)."""
+        admission = self.admission
+        admission.admit(None)
+        admission.pending += 1
+        try:
+            yield
         finally:
             admission.pending -= 1
 
@@ -312,36 +318,53 @@ class LookupService:
         pattern: str | None = None,
         client_hash: str | None = None,
         role: str | None = None,
-        must_exist: bool = False,
     ) -> TopicListing:
         """The namespace's persistent topics (GET_TOPICS_OF_NAMESPACE, mode PERSISTENT). A
-        namespace that does not exist lists no topics, as the broker's binary answer does;
-        `must_exist` (the REST route) fails it with NAMESPACE_NOT_FOUND instead."""
+        namespace that does not exist lists no topics, as the broker's binary answer does."""
         name = await self.namespace_access(namespace, role=role)
-        admission = self.admission
-        admission.admit(None)
-        admission.pending += 1
-        try:
-            if must_exist and not await self._read(lambda v: v.policies(name) is not None):
-                raise LookupFailure(FailureKind.NAMESPACE_NOT_FOUND, "Namespace does not exist")
+        with self.admitted():
             lister = self.topic_lister
             return await self._read(lambda view: lister.listing(view, name, pattern, client_hash))
-        finally:
-            admission.pending -= 1
 
     async def rest_topics(
-        self, namespace: str, *, role: str | None = None, system: bool = False
-    ) -> tuple[NamespaceName, list[str]]:
-        """The REST topic list's persistent part (Namespaces.getTopics): NAMESPACE_NOT_FOUND
-        for a namespace that does not exist; system topics only when `system`
-        (includeSystemTopic), and none at all of a system service namespace without it
-        (BrokerService.isSystemTopic)."""
+        self,
+        namespace: str,
+        *,
+        role: str | None = None,
+        system: bool = False,
+        persistent: bool = True,
+        holders: bool = False,
+    ) -> RestTopics:
+        """What the REST topic list (Namespaces.getTopics) reads from the metadata store:
+        NAMESPACE_NOT_FOUND for a namespace that does not exist; with `persistent`, its
+        persistent topics (through the lister's cache: a repeated request costs no rebuild),
+        system topics only when `system` (includeSystemTopic), and none at all of a system
+        service namespace without it (BrokerService.isSystemTopic); with `holders`, the
+        brokers to ask for its non-persistent topics (lookup.bundle_owners)."""
         name = await self.namespace_access(namespace, role=role)
-        if not await self._read(lambda v: v.policies(name) is not None):
-            raise LookupFailure(FailureKind.NAMESPACE_NOT_FOUND, "Namespace does not exist")
-        if not system and is_system_service_namespace(str(name)):
-            return name, []
-        return name, await self._read(lambda view: persistent_topics(view, name, system=system))
+        with self.admitted():
+            if not await self._read(lambda v: v.policies(name) is not None):
+                raise LookupFailure(FailureKind.NAMESPACE_NOT_FOUND, "Namespace does not exist")
+            topics: tuple[str, ...] = ()
+            if persistent and (system or not is_system_service_namespace(str(name))):
+                lister = self.topic_lister
+                listing = await self._read(lambda v: lister.listing(v, name, system=system))
+                topics = listing.topics
+            brokers = await self._holders(name) if holders else frozenset()
+        return RestTopics(name, topics, brokers)
+
+    async def _holders(self, name: NamespaceName) -> frozenset[str] | None:
+        """The brokers holding `name`'s bundles (None: unknown); each bundle is its own read,
+        so a namespace of many bundles may fetch as many ownership nodes."""
+        bundles = await self._read(lambda view: bundles_with_owners(view, name))
+        if bundles is None:
+            return None
+        brokers: set[str] = set()
+        for bundle in bundles.ranges:
+            holder = await self._read(functools.partial(holder_of, namespace=name, bundle=bundle))
+            if holder is not None:
+                brokers.add(holder)
+        return frozenset(brokers)
 
     async def namespace_access(self, namespace: str, *, role: str | None = None) -> NamespaceName:
         """The parsed namespace, once `role` (None: no authentication) may list its topics."""
@@ -396,6 +419,17 @@ class LookupService:
                     printable(", ".join(answer.unparsed), TOPIC_IN_LOG),
                 )
         return answer
+
+
+@dataclass(frozen=True, slots=True)
+class RestTopics:
+    """The metadata store's part of a REST topic list: the namespace, its persistent topics
+    (sorted), and the brokers (ids) that hold its bundles, None where the gateway cannot
+    tell (every live broker is asked then)."""
+
+    namespace: NamespaceName
+    persistent: tuple[str, ...]
+    holders: frozenset[str] | None
 
 
 def _lookup_line(

@@ -29,7 +29,7 @@ from pulsar_lookup_gateway.metadata_store.admin import seed
 from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper
 from pulsar_lookup_gateway.metadata_store.file import FileSource
 from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
-from pulsar_lookup_gateway.metadata_store.synthetic import cluster
+from pulsar_lookup_gateway.metadata_store.synthetic import cluster, ownership_node
 from pulsar_lookup_gateway.metadata_store.url import parse_metadata_url
 from pulsar_lookup_gateway.metadata_store.zookeeper import ZooKeeperSource
 from tests.broker_peer import BrokerPeer, RawClient
@@ -185,7 +185,10 @@ async def test_non_persistent_topics_and_schemas_come_from_a_broker(tmp_path: Pa
             "public/default/payments", Schema.JSON, b'{"type":"record"}', {"k": "v"}
         )
         peer.schema_version = 2
-        async with gateway(tmp_path, nodes_with(peer)) as (binary, http):
+        nodes = nodes_with(peer)
+        # the REST list asks the brokers that own the namespace's bundles (b1: the peer)
+        nodes["/namespace/public/default/0x00000000_0x40000000"] = ownership_node(1)
+        async with gateway(tmp_path, nodes) as (binary, http):
             raw, _ = await connected(binary)
             async with raw:
                 raw.send(
