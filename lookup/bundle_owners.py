@@ -6,13 +6,15 @@ and takes nothing from a bundle nobody owns; the gateway reads the owners from i
 view, so it asks each distinct owner once and a namespace's fan-out is bounded by its bundles:
 
 - modular load manager: the bundle's `/namespace/...` node names the owner (its `brokerId`,
-  else the registration its URLs belong to, as a lookup names it); an owner that is not
-  registered fails the list, retriable (OWNER_INACTIVE), as a lookup of that bundle fails;
+  else the registration its URLs belong to, as a lookup names it);
 - extensible load manager with the metadata-store table view: the broker that has the
   bundle's topics loaded: the owner (Owned), the source broker (Splitting, Releasing: it
   serves them until it lets go); Init, Free, Assigning and Deleted bundles have none loaded;
 - extensible load manager without it (ownership in a system topic the gateway cannot read):
   the owners are unknown (`None`), and the caller asks every live broker instead.
+
+An owner without a registration (restarting, or gone before its ownership expired) fails the
+list, retriable (OWNER_INACTIVE): the broker link reaches brokers at their registration.
 
 Pure: reads the ClusterView only (NodeNotLoaded when it lacks a node); one bundle per call, so
 that a namespace of many bundles fetches its ownership nodes one read at a time.
