@@ -485,7 +485,7 @@ class RawClient:
                 raise TimeoutError("no frame from the server in time")
             try:
                 data = await asyncio.wait_for(self.reader.read(65536), remaining)
-            except ConnectionResetError:
+            except (ConnectionResetError, BrokenPipeError):  # (closed with our write pending)
                 return None
             if not data:
                 return None
