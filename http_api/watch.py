@@ -54,6 +54,9 @@ PATH = "/lookup/v2/watch"
 UNAUTHENTICATED = 4001
 LIMIT_EXCEEDED = 4008
 CLOSE_TIMEOUT = 2.0  # seconds a closing stream waits for the client's close frame
+#: Invalid names of one subscribe told one by one; the rest are counted in one more error.
+INVALID_TOLD = 16
+YIELD_EVERY = 256  # names a subscribe parses before it lets other streams run
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,29 +294,56 @@ class _Stream:
         )
 
     async def _subscribe(self, names: list[str]) -> None:
+        state = self.state
+        limit = state.max_topics
+        if len(names) > limit:  # (refused before any work per name)
+            return await self._too_many(limit)
         topics: dict[str, TopicName] = {}
-        for name in names:
+        invalid = 0
+        untold: tuple[str, str] | None = None  # the first invalid name not told on its own
+        for count, name in enumerate(names, 1):
+            if count % YIELD_EVERY == 0:
+                await asyncio.sleep(0)  # (other streams' messages go out meanwhile)
+                if self._closing:
+                    return
             try:
                 topic = TopicName.parse(name)
-            except LookupFailure as invalid:
-                self._control(
-                    {"type": "error", "topic": name, "code": ErrorCode.INVALID_TOPIC.value,
-                     "message": invalid.message}
-                )  # fmt: skip
+            except LookupFailure as failure:
+                invalid += 1
+                if invalid <= INVALID_TOLD:
+                    self._invalid(name, failure.message)
+                elif untold is None:
+                    untold = (name, failure.message)
                 continue
             topics.setdefault(topic.full, topic)
-        state = self.state
+        if untold is not None:
+            name, message = untold
+            more = invalid - INVALID_TOLD - 1
+            if more:
+                message += f"; and {more} more invalid names in this subscribe, not told one by one"
+            self._invalid(name, message)
+        if self._closing:
+            return
         if not state.room_for(topics):
-            limit = state.max_topics
-            return await self.fail(
-                "limit_exceeded",
-                f"a stream watches at most {limit} topics (watchMaxTopicsPerStream)",
-                LIMIT_EXCEEDED,
-            )
+            return await self._too_many(limit)
         for full in topics:
             state.add(full)
         # (topics watched already are told again: one message per topic after a subscribe)
         await self.hub.subscribe(self, topics.values(), self.route.choice, self.role)
+
+    def _invalid(self, name: str, message: str) -> None:
+        # (the name as given, cut short: an invalid name may be any size)
+        self._control(
+            {"type": "error", "topic": printable(name), "code": ErrorCode.INVALID_TOPIC.value,
+             "message": message}
+        )  # fmt: skip
+
+    async def _too_many(self, limit: int) -> None:
+        await self.fail(
+            "limit_exceeded",
+            f"a stream watches at most {limit} topics (watchMaxTopicsPerStream)",
+            LIMIT_EXCEEDED,
+        )
 
     def _unsubscribe(self, names: list[str]) -> None:
         gone = []
@@ -347,6 +377,8 @@ class _Stream:
         self._control({"type": "update_token_response"})
 
     def _control(self, body: dict[str, object]) -> None:
+        if self._closing:
+            return  # (told why already, or about to be: once)
         if not self.state.offer_control(json.dumps(body)):
             self._closing = True  # (the reader stops; the client is told)
             self._later(self.fail("limit_exceeded", "too many answers unread", LIMIT_EXCEEDED))
