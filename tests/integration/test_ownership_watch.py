@@ -8,6 +8,7 @@ import asyncio
 import base64
 import contextlib
 import json
+import math
 import os
 import socket
 import sys
@@ -267,10 +268,13 @@ async def test_per_topic_answers_keep_the_stream_open(gateway: Gateway, zk: Kazo
         assert (await watcher.next())["topic"] == IN_FIRST
 
 
-def token(role: str, expires_in: float | None = None) -> str:
+def token(role: str, expires_in: float | None = None, *, at: int | None = None) -> str:
+    """A token of `role` that expires `expires_in` seconds from now, or at `at`."""
     claims: dict[str, Any] = {"sub": role}
     if expires_in is not None:
-        claims["exp"] = int(time.time() + expires_in)
+        claims["exp"] = math.ceil(time.time() + expires_in)
+    if at is not None:
+        claims["exp"] = at
     return jwt.encode(claims, SECRET, algorithm="HS256")
 
 
@@ -302,21 +306,23 @@ async def test_tokens_refresh_expire_and_topics_are_authorized(
             await mallory.subscribe(IN_FIRST)
             assert (await mallory.next())["code"] == "not_authorized"
 
-        async with (
-            watching(port, headers=bearer("alice", 2)) as refreshed,
-            watching(port, headers=bearer("alice", 2)) as expiring,
-        ):
-            # a third stream of the role is over watchMaxStreamsPerRole
-            async with watching(port, headers=bearer("alice")) as third:
-                code, seen = await third.closed()
-                assert (code, seen[0]["code"]) == (4008, "limit_exceeded")
-            for watcher in (refreshed, expiring):
-                await watcher.subscribe(IN_FIRST)
-                assert (await watcher.next())["type"] == "owner"
-            await refreshed.send({"type": "update_token", "token": token("alice", 60)})
+        # Both streams' first tokens expire at the same second, a few seconds away: the refresh
+        # is sent first thing, and nothing else has to happen before the expiry.
+        expiry = math.ceil(time.time()) + 5
+        first = {"Authorization": f"Bearer {token('alice', at=expiry)}"}
+        async with watching(port, headers=first) as refreshed:
+            await refreshed.send({"type": "update_token", "token": token("alice", 600)})
             assert await refreshed.next() == {"type": "update_token_response"}
-            code, seen = await expiring.closed()  # (its token expires within 2 s)
-            assert (code, [m["code"] for m in seen]) == (4001, ["token_expired"])
+            async with watching(port, headers=first) as expiring:
+                # a third stream of the role is over watchMaxStreamsPerRole
+                async with watching(port, headers=bearer("alice")) as third:
+                    code, seen = await third.closed()
+                    assert (code, seen[0]["code"]) == (4008, "limit_exceeded")
+                await refreshed.subscribe(IN_FIRST)
+                assert (await refreshed.next())["type"] == "owner"
+                code, seen = await expiring.closed()  # (once its token expired)
+                assert code == 4001
+                assert [m["code"] for m in seen] == ["token_expired"]
             zk.set(OWNERSHIP, encode(ownership_node(2)))  # after the first token's expiry
             assert (await refreshed.about(IN_FIRST))["brokerUrl"] == "pulsar://b2.example.com:6650"
             await refreshed.send({"type": "update_token", "token": token("bob", 60)})
