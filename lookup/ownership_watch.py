@@ -8,7 +8,10 @@ service (the same answer, URLs and authorization as `/lookup/v2/topic`). A topic
 handed to its streams when it differs from the last one (a newer generation or another answer).
 
 No I/O here: the streams (http_api.watch) send. Lookups run on up to CONCURRENCY tasks; a
-topic is looked up again after RETRY_INTERVAL while its state cannot be told.
+topic is looked up again after RETRY_INTERVAL while its state cannot be told. Lookups after a
+change (and retries) come first: a push never waits behind a subscribe. First lookups are taken
+FIRST_BATCH at a time from each subscribing stream in turn: a stream that subscribes 10,000
+topics delays another's first answers by a batch, not by its 10,000.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import asyncio
 import contextlib
 import gc
 import logging
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Iterable
 from typing import Protocol
 
@@ -51,7 +54,9 @@ FIRST_ANSWER_WAIT = 5.0  # seconds a subscribe waits for its topics' first looku
 ATTEMPTS = 3
 HOLD_LIMIT = 0.25  # seconds the garbage collector may be held off at most (CollectionHold)
 STATES_KEPT = 10_000  # distinct states shared between topics
-YIELD_EVERY = 64  # lookups a task makes before it lets other tasks run
+YIELD_EVERY = 64  # lookups the workers make in one loop iteration, all together
+SUBSCRIBE_YIELD_EVERY = 256  # topics a subscribe takes in before it lets other tasks run
+FIRST_BATCH = 16  # first lookups of one stream taken in a row (then the next stream's)
 UNAVAILABLE = "the gateway cannot read this topic's metadata now; it keeps trying"
 
 
@@ -101,7 +106,10 @@ class CollectionHold:
 class _Entry:
     """One topic watched with one listener choice and role, by one or more streams."""
 
-    __slots__ = ("choice", "first", "keys", "message", "removed", "role", "sinks", "state", "topic")
+    __slots__ = (
+        "choice", "first", "keys", "message", "queued", "removed", "role", "sinks", "state",
+        "topic",
+    )  # fmt: skip
 
     def __init__(self, topic: TopicName, choice: ListenerChoice, role: str | None) -> None:
         self.topic = topic
@@ -113,6 +121,7 @@ class _Entry:
         self.message: str | None = None  # its JSON
         self.keys: frozenset[Key] = frozenset()
         self.removed = False
+        self.queued = False  # waiting in a queue for its lookup
         self.first: asyncio.Future[None] | None = None  # done once first looked up
 
     def add(self, sink: Sink) -> None:
@@ -149,7 +158,12 @@ class OwnershipWatch:
         self._entries: dict[tuple[ListenerChoice, str | None], dict[str, _Entry]] = {}
         self._count = 0
         self._index: dict[Key, set[_Entry]] = {}
-        self._queue: OrderedDict[_Entry, None] = OrderedDict()  # to look up, in order
+        # To look up: again after a change (first), and for the first time, per stream
+        # (taken FIRST_BATCH at a time from each in turn).
+        self._again: OrderedDict[_Entry, None] = OrderedDict()
+        self._firsts: OrderedDict[Sink, deque[_Entry]] = OrderedDict()
+        self._taken = 0  # first lookups taken in a row from the stream in front
+        self._burst = 0  # lookups started in this loop iteration
         self._workers = 0
         self._dirty: set[Key] = set()
         self._flush: asyncio.Handle | None = None
@@ -176,14 +190,20 @@ class OwnershipWatch:
         lookups in flight at most."""
         self._observe()
         waiting: list[asyncio.Future[None]] = []
-        entries = self._entries.setdefault((choice, role), {})
-        for topic in topics:
+        route = (choice, role)
+        loop = asyncio.get_running_loop()
+        for count, topic in enumerate(topics, 1):
+            if count % SUBSCRIBE_YIELD_EVERY == 0:
+                await asyncio.sleep(0)  # (other streams' messages and requests meanwhile)
+            entries = self._entries.setdefault(route, {})  # (a drop may have removed it)
             entry = entries.get(topic.full)
             if entry is None:
                 entry = entries[topic.full] = _Entry(topic, choice, role)
                 self._count += 1
-                entry.first = asyncio.get_running_loop().create_future()
-                self._enqueue(entry)
+                entry.first = loop.create_future()
+                entry.queued = True
+                self._firsts.setdefault(sink, deque()).append(entry)
+                self._start_workers()
             entry.add(sink)
             if entry.message is not None:
                 sink.deliver(topic.full, entry.message)
@@ -210,7 +230,7 @@ class OwnershipWatch:
             del self._entries[route]
         self._count -= 1
         self._index_keys(entry, frozenset())
-        self._queue.pop(entry, None)
+        self._again.pop(entry, None)  # (in a stream's first lookups: skipped when taken)
         self._retry.discard(entry)
         if entry.first is not None and not entry.first.done():
             entry.first.set_result(None)
@@ -269,26 +289,54 @@ class OwnershipWatch:
                 self._enqueue(entry)
 
     def _enqueue(self, entry: _Entry) -> None:
-        self._queue[entry] = None
+        """Look `entry` up again (ahead of every first lookup)."""
+        if entry.queued:
+            return  # (its lookup has not started: it reads the view as it is then)
+        entry.queued = True
+        self._again[entry] = None
+        self._start_workers()
+
+    def _start_workers(self) -> None:
         if self._workers < CONCURRENCY:
             self._workers += 1
             task = asyncio.get_running_loop().create_task(self._work())
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
+    def _next(self) -> _Entry | None:
+        """The next entry to look up: a change's first, then the streams' first lookups in
+        turn; None when there is none."""
+        while self._again or self._firsts:
+            if self._again:
+                entry, _ = self._again.popitem(last=False)
+            else:
+                sink, firsts = next(iter(self._firsts.items()))
+                entry = firsts.popleft()
+                self._taken += 1
+                if not firsts:
+                    del self._firsts[sink]
+                    self._taken = 0
+                elif self._taken >= FIRST_BATCH:
+                    self._firsts.move_to_end(sink)
+                    self._taken = 0
+            entry.queued = False
+            if not entry.removed:
+                return entry
+        return None
+
     async def _work(self) -> None:
-        looked_up = 0
         try:
-            while self._queue:
-                entry, _ = self._queue.popitem(last=False)
-                if entry.removed:
-                    continue
-                looked_up += 1
-                if looked_up % YIELD_EVERY == 0:
-                    # Warm lookups finish without waiting: let the streams send meanwhile.
+            while True:
+                if self._burst >= YIELD_EVERY:
+                    # Warm lookups finish without waiting: the loop polls its sockets (the
+                    # streams send, requests are read) before the workers go on.
                     await asyncio.sleep(0)
-                    if entry.removed:
-                        continue
+                entry = self._next()
+                if entry is None:
+                    break
+                self._burst += 1
+                if self._burst == 1:  # (runs after the loop's next poll)
+                    asyncio.get_running_loop().call_soon(self._new_burst)
                 try:
                     await self._look_up(entry)
                 except Exception:  # a bug of ours must not end the watch of every topic
@@ -301,8 +349,11 @@ class OwnershipWatch:
                         entry.first = None
         finally:
             self._workers -= 1
-            if not self._workers and not self._queue:
+            if not self._workers and not self._again and not self._firsts:
                 self._hold.end()
+
+    def _new_burst(self) -> None:
+        self._burst = 0
 
     async def _look_up(self, entry: _Entry) -> None:
         service = self.service

@@ -23,6 +23,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from pulsar_lookup_gateway.gateway.process import Gateway
+from pulsar_lookup_gateway.http_api.watch import watches_for
 from pulsar_lookup_gateway.metadata_store.admin import encode, seed
 from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper
 from pulsar_lookup_gateway.metadata_store.synthetic import (
@@ -428,6 +429,38 @@ async def test_a_client_that_reads_nothing_is_coalesced_then_closed(
         async with watching(gateway.port_of("external", "http")) as watcher:
             await watcher.subscribe(IN_FIRST)
             assert (await watcher.next())["type"] == "owner"
+
+
+async def test_pushes_and_first_answers_do_not_wait_behind_big_subscribes(
+    gateway: Gateway, zk: KazooClient
+) -> None:
+    port = gateway.port_of("external", "http")
+    hub = watches_for(gateway.service).hub
+    hostile = [
+        [f"persistent://public/default/h{stream}-{n}" for n in range(10_000)] for stream in (1, 2)
+    ]
+    async with watching(port) as existing, watching(port) as bystander:
+        await existing.subscribe(IN_FIRST)
+        assert (await existing.next())["type"] == "owner"
+        start = hub.lookups
+        socks = [await asyncio.to_thread(raw_stream, port) for _ in hostile]
+        try:
+            for sock, names in zip(socks, hostile, strict=True):
+                frame = client_frame(json.dumps({"type": "subscribe", "topics": names}).encode())
+                await asyncio.to_thread(sock.sendall, frame)
+            await eventually(lambda: hub.lookups > start + 200, timeout=WAIT)  # (under way)
+            # another stream's first answer comes after a batch of each, not after 20,000
+            await bystander.subscribe(IN_SECOND)
+            assert (await bystander.next())["type"] == "owner"
+            assert hub.lookups < start + 20_000
+            # a change is looked up ahead of every first lookup
+            zk.set(OWNERSHIP, encode(ownership_node(2)))
+            moved = await existing.about(IN_FIRST)
+            assert moved["brokerUrl"] == "pulsar://b2.example.com:6650"
+            assert hub.lookups < start + 20_000
+        finally:
+            for sock in socks:
+                sock.close()
 
 
 async def test_bad_requests_close_the_stream_with_a_reason(
