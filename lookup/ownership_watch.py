@@ -264,12 +264,17 @@ class OwnershipWatch:
             return
         self._dirty.update(keys_of_path(path))
         if self._flush is None and self._dirty:
-            self._hold.begin()
             self._flush = asyncio.get_running_loop().call_soon(self._look_again)
 
     def _look_again(self) -> None:
         self._flush = None
         keys, self._dirty = self._dirty, set()
+        before = len(self._again)
+        self._queue_again(keys)
+        if len(self._again) > before:  # (a load report queues nothing: the collector runs)
+            self._hold.begin()
+
+    def _queue_again(self, keys: set[Key]) -> None:
         if ALL in keys:
             self._prints.clear()
             for entries in self._entries.values():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import gc
 import json
 import math
 import os
@@ -188,6 +189,33 @@ async def test_the_owners_registration_going_and_coming_is_pushed_load_reports_a
         zk.set(registration, encode(broker_node(1, usage=0.93)))
         zk.set(f"/namespace/public/default/{SECOND}", encode(ownership_node(1)))
         assert (await watcher.next())["topic"] == IN_SECOND
+
+
+async def test_a_load_report_leaves_the_garbage_collector_on(
+    gateway: Gateway, zk: KazooClient
+) -> None:
+    registration = f"/loadbalance/brokers/{broker_id(1)}"
+    view = gateway.service.source.view
+    loop = asyncio.get_running_loop()
+    collecting: list[bool] = []
+    heard = asyncio.Event()
+
+    def after_the_watch(path: str) -> None:  # (observes after the watch, which came first)
+        if path == registration:
+            # once the watch looked at the write (its call_soon ran): is the collector on?
+            loop.call_soon(loop.call_soon, lambda: (collecting.append(gc.isenabled()), heard.set()))
+
+    async with watching(gateway.port_of("external", "http")) as watcher:
+        await watcher.subscribe(IN_FIRST)
+        await watcher.next()
+        view.observe(after_the_watch)
+        try:
+            assert gc.isenabled()
+            zk.set(registration, encode(broker_node(1, usage=0.93)))  # a load report
+            await asyncio.wait_for(heard.wait(), WAIT)
+            assert collecting == [True]
+        finally:
+            view.unobserve(after_the_watch)
 
 
 async def test_two_gateways_and_a_restart_agree_on_generations(
