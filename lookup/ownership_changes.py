@@ -7,8 +7,9 @@ that same view (so the URLs are exactly `/lookup/v2/topic`'s), never does I/O.
 Generation: the ZooKeeper zxid of the newest change behind the answer (ClusterView.zxid):
 
 - owner: the ownership node's mzxid, the owner's registration's czxid (a registration is
-  rewritten by every load report, its URLs only by a new registration), and the mzxid of the
-  node that holds the namespace's bundles (policies, local policies);
+  rewritten by every load report, its URLs only by a new registration), the pzxid of
+  `/loadbalance/brokers` (the list the owner was found alive in), and the mzxid of the node
+  that holds the namespace's bundles (policies, local policies);
 - unowned: that bundles node, the ownership node if it is there (being unloaded, or its owner
   gone), the pzxid of the namespace's ownership parent (the zxid of the last ownership node
   created or deleted under it: a deletion dates the "unowned" after it), and where the owner's
@@ -17,6 +18,13 @@ Generation: the ZooKeeper zxid of the newest change behind the answer (ClusterVi
 Every input is a zxid of the cluster's ZooKeeper, so every gateway computes the same number for
 the same state, and a restart changes nothing. A change of the answer is a newer write to one
 of these nodes or lists, so the number grows with it.
+
+Both "owner" and "unowned" (where a registration decides) read the list of registrations, so
+both are dated by it: the view is read node by node, and a node can be served stale while a
+list read after it is new (an owner B read, then B's deregistration at 700, while B had handed
+the bundle to C at 690): "unowned" at 700, then, once the node is read again, "owner C" is at
+700 too, not 690, and is told (`supersedes`: an equal generation with another answer is the
+later read, never dropped). A stable state has one generation on every gateway.
 
 While ZooKeeper's notifications of one change arrive one after the other, the view can be
 half-way: an ownership node (or a registration) already read as deleted while its parent's
@@ -136,6 +144,16 @@ class TopicState:
         return json.dumps(body)
 
 
+def supersedes(state: TopicState, last: TopicState | None) -> bool:
+    """Whether `state` is news after `last`, told before: another answer not dated older, or
+    the same answer dated newer (an older generation is a late read)."""
+    if last is None:
+        return True
+    if state == last:
+        return False
+    return not (state.dated and last.dated and state.generation < last.generation)
+
+
 def error_state(code: ErrorCode, message: str) -> TopicState:
     return TopicState(TopicStateKind.ERROR, code=code, message=message)
 
@@ -161,7 +179,7 @@ def answered_state(answer: LookupAnswer, view: ClusterView) -> TopicState | None
             registry = view.broker_registry()
             owner = answer.broker_id
             if owner is not None and owner in registry.brokers:
-                generation = max(base, view.zxid(broker_path(owner)))
+                generation = max(base, view.zxid(broker_path(owner)), view.zxid(BROKERS_ROOT + "/"))
                 if node is not None:
                     generation = max(generation, view.zxid(node))
                 urls = answer.urls
@@ -269,9 +287,9 @@ def _keys(
         keys.add(("bundle", tenant, namespace, bundle))
     if owner is not None:
         keys.add(("broker", owner))
+    keys.add(BROKERS)  # (an owner is dated by the list of registrations too)
     if kind is not TopicStateKind.OWNER:
         keys.add(("children", tenant, namespace))
-        keys.add(BROKERS)
     if kind is not TopicStateKind.OWNER and kind is not TopicStateKind.UNOWNED:
         keys.add(("topics", tenant, namespace))
     return frozenset(keys)

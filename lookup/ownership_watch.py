@@ -38,6 +38,7 @@ from pulsar_lookup_gateway.lookup.ownership_changes import (
     failed_state,
     keys_of_path,
     registration_print,
+    supersedes,
 )
 from pulsar_lookup_gateway.lookup.selection import ListenerChoice
 from pulsar_lookup_gateway.lookup.service import LookupService
@@ -390,19 +391,15 @@ class OwnershipWatch:
         self._retry_later(entry)
 
     def _tell(self, entry: _Entry, state: TopicState | None) -> None:
-        """Record `state` and hand it to the streams if it is news: another answer, or a newer
-        generation; never an older generation than the last told (a late read)."""
+        """Record `state` and hand it to the streams if it is news (`supersedes`)."""
         last = entry.state
         if state is None:
             # Half-way, or of the moment: the last state holds; whatever settles it is watched.
             self._index_keys(entry, depends_on(entry.topic, last) | depends_on(entry.topic, None))
             return
         self._index_keys(entry, depends_on(entry.topic, state))
-        if last is not None:
-            if state == last:
-                return
-            if state.dated and last.dated and state.generation < last.generation:
-                return
+        if not supersedes(state, last):
+            return
         if state.kind is TopicStateKind.OWNER and state.owner is not None:
             self._prints.setdefault(
                 state.owner, registration_print(self.service.source.view, state.owner)

@@ -21,6 +21,7 @@ from pulsar_lookup_gateway.lookup.ownership_changes import (
     failed_state,
     keys_of_path,
     registration_print,
+    supersedes,
 )
 from pulsar_lookup_gateway.lookup.resolve import resolve
 from pulsar_lookup_gateway.lookup.selection import ChoiceSource, ListenerChoice
@@ -105,6 +106,32 @@ def test_a_gone_registration_makes_its_bundles_unowned_once_settled() -> None:
     view = dated_view(cluster(brokers=2) | {OWNERSHIP: ownership_node(1, disabled=True)},
                       {OWNERSHIP: (5, 30)})  # fmt: skip
     assert state_of(view) == TopicState(TopicStateKind.UNOWNED, 30)
+
+
+def test_an_owner_read_after_its_stale_node_is_not_dated_older_than_the_unowned_before() -> None:
+    """The ownership node (owner B) is served stale while the list of registrations read after
+    it is new: B handed the bundle to C (690), then deregistered (700). "unowned" at 700 is
+    told; the node's re-read (owner C, 690) must not be dropped as older."""
+    stale_nodes = cluster(brokers=2, owned={FIRST: 1})
+    del stale_nodes[REGISTRATION]
+    second = f"/loadbalance/brokers/{broker_id(2)}"
+    zxids = {OWNERSHIP: (5, 600), second: (100, 100)}
+    stale = dated_view(stale_nodes, zxids)
+    stale.set_children("/loadbalance/brokers", [broker_id(2)], 700)
+    unowned = state_of(stale)
+    assert unowned == TopicState(TopicStateKind.UNOWNED, 700)
+    fresh_nodes = stale_nodes | {OWNERSHIP: ownership_node(2)}
+    fresh = dated_view(fresh_nodes, zxids | {OWNERSHIP: (5, 690)})
+    fresh.set_children("/loadbalance/brokers", [broker_id(2)], 700)
+    owner = state_of(fresh)
+    assert owner is not None
+    assert (owner.kind, owner.service_url, owner.generation) == (
+        TopicStateKind.OWNER, "pulsar://b2.example.com:6650", 700,
+    )  # fmt: skip
+    assert supersedes(owner, unowned)
+    # later: nothing changes the topic's answer but a newer write
+    assert not supersedes(owner, owner)
+    assert not supersedes(TopicState(TopicStateKind.UNOWNED, 650), owner)
 
 
 @pytest.mark.parametrize(
