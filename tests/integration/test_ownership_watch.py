@@ -203,7 +203,11 @@ async def test_a_load_report_leaves_the_garbage_collector_on(
     def after_the_watch(path: str) -> None:  # (observes after the watch, which came first)
         if path == registration:
             # once the watch looked at the write (its call_soon ran): is the collector on?
-            loop.call_soon(loop.call_soon, lambda: (collecting.append(gc.isenabled()), heard.set()))
+            loop.call_soon(loop.call_soon, look)
+
+    def look() -> None:
+        collecting.append(gc.isenabled())
+        heard.set()
 
     async with watching(gateway.port_of("external", "http")) as watcher:
         await watcher.subscribe(IN_FIRST)
