@@ -15,22 +15,29 @@ What a stranger can hold is bounded: streams per client address and per role, to
 stream, the frame size, one batch of lookups in flight per stream (its next request is read
 once its topics were looked up), unsent messages per stream (one per topic), and a stream
 whose client does not read what it is sent for `watchStalledReaderTimeoutSeconds` is closed
-(so is one that answers no ping within half the ping interval).
+(so is one that answers no ping within half the ping interval). Any frame from the client
+restarts aiohttp's ping timer, and a send blocks only once the kernel's send buffer is full,
+so the kernel is asked instead: a stream's send buffer is kept small, and a stream whose
+unsent bytes the client has not taken a byte of for the timeout is closed (`_SendQueue`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
 import logging
+import socket
+import struct
+import sys
 import weakref
 from collections import Counter
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from aiohttp import WSCloseCode, WSMsgType, web
+from aiohttp import WebSocketError, WSCloseCode, WSMsgType, web
 from prometheus_client import Counter as MetricCounter
 from prometheus_client import Gauge
 
@@ -57,6 +64,11 @@ CLOSE_TIMEOUT = 2.0  # seconds a closing stream waits for the client's close fra
 #: Invalid names of one subscribe told one by one; the rest are counted in one more error.
 INVALID_TOLD = 16
 YIELD_EVERY = 256  # names a subscribe parses before it lets other streams run
+#: A stream's kernel send buffer (Linux doubles it): what a client that reads nothing leaves
+#: queued there, so that what it does not take waits coalesced in the stream instead.
+SEND_BUFFER = 64 * 1024
+SIOCOUTQ = 0x5411  # Linux: bytes in a TCP socket's send queue, not yet acknowledged
+TCPI_BYTES_ACKED = 120  # Linux: offset of struct tcp_info's tcpi_bytes_acked (since 4.1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +213,56 @@ class WatchEndpoint:
         )
 
 
+def _error_reason(error: BaseException | None) -> str:
+    """The closed-stream reason of what aiohttp's reader failed with."""
+    if isinstance(error, TimeoutError):
+        return "stalled"  # (no pong within a quarter of the timeout)
+    if isinstance(error, WebSocketError):
+        if error.code == WSCloseCode.MESSAGE_TOO_BIG:
+            return "limit_exceeded"  # (a frame over watchMaxFrameBytes: closed with 1009)
+        return "bad_request"  # (not RFC 6455)
+    return "client"
+
+
+class _SendQueue:
+    """What the client's kernel took of a stream: a stream with bytes waiting in its send
+    queue, none of which the client acknowledged for the stalled-reader timeout, is stalled
+    (a client that reads nothing closes its window, and its pongs acknowledge nothing).
+    Linux only; elsewhere a send that blocks for the timeout is the only sign."""
+
+    def __init__(self, transport: asyncio.BaseTransport | None) -> None:
+        raw = transport.get_extra_info("socket") if transport is not None else None
+        self.socket = None
+        if raw is not None and sys.platform.startswith("linux"):
+            with contextlib.suppress(OSError):
+                raw.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
+                self.socket = raw
+        self.queued = 0
+        self.acked = -1
+        self.still_for = 0.0  # seconds with bytes waiting and none acknowledged
+
+    def stalled(self, elapsed: float, timeout: float) -> bool:
+        """Sampled every `elapsed` seconds: has the client taken nothing for `timeout`?"""
+        if self.socket is None:
+            return False
+        try:
+            queued = struct.unpack("i", fcntl.ioctl(self.socket.fileno(), SIOCOUTQ, bytes(4)))[0]
+            info = self.socket.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
+        except (OSError, ValueError):  # (closed meanwhile)
+            return False
+        # (a kernel older than 4.1 has no tcpi_bytes_acked: a shorter queue is progress then)
+        acked = -1
+        if len(info) >= TCPI_BYTES_ACKED + 8:
+            acked = struct.unpack_from("Q", info, TCPI_BYTES_ACKED)[0]
+        took = acked != self.acked if acked >= 0 else queued < self.queued
+        self.queued, self.acked = queued, acked
+        if queued == 0 or took:
+            self.still_for = 0.0
+            return False
+        self.still_for += elapsed
+        return self.still_for >= timeout
+
+
 class _Stream:
     def __init__(
         self,
@@ -223,6 +285,7 @@ class _Stream:
         self.state = StreamState(watches.settings.max_topics)
         self._wake = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
+        self._send_queue = _SendQueue(self.transport)
         self._expiry: asyncio.TimerHandle | None = None
         self._closing = False
         self._tasks: set[asyncio.Task[None]] = set()
@@ -240,12 +303,16 @@ class _Stream:
     # -- the stream -----------------------------------------------------------------------------
 
     async def run(self) -> None:
-        self._writer = asyncio.get_running_loop().create_task(self._write())
+        loop = asyncio.get_running_loop()
+        self._writer = loop.create_task(self._write())
+        watchdog = loop.create_task(self._watch_send_queue())
         self._schedule_expiry()
         try:
             async for message in self.ws:
                 if message.type is WSMsgType.ERROR:
-                    break  # (a frame over watchMaxFrameBytes: aiohttp closed with 1009)
+                    if self.reason == "client":  # (not cut off by us already)
+                        self.reason = _error_reason(self.ws.exception())
+                    break
                 if message.type is not WSMsgType.TEXT:
                     await self.fail("bad_request", "requests are JSON text frames", 1003)
                     break
@@ -259,10 +326,10 @@ class _Stream:
             self._closing = True
             if self._expiry is not None:
                 self._expiry.cancel()
-            if self._writer is not None:
-                self._writer.cancel()
+            for task in (self._writer, watchdog):
+                task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
-                    await self._writer
+                    await task
             self.hub.unsubscribe(self, list(self.state.topics), self.route.choice, self.role)
             self.metrics.closed.labels(self.reason).inc()
 
@@ -418,16 +485,26 @@ class _Stream:
                 try:
                     await asyncio.wait_for(self.ws.send_str(message), timeout)
                 except TimeoutError:
-                    log.info("ownership watch: closing the stream of %s: it reads nothing",
-                             self.client)  # fmt: skip
-                    self.reason = "stalled"
-                    self._closing = True
-                    if self.transport is not None:
-                        self.transport.abort()
+                    self._stalled()
                     return
                 except ConnectionError:
                     return
             self.metrics.messages.inc(len(messages))
+
+    async def _watch_send_queue(self) -> None:
+        """Close the stream once the client has taken nothing of its send queue for the
+        stalled-reader timeout (sampled every half of it)."""
+        timeout = self.watches.settings.stalled_reader_timeout
+        while not self._send_queue.stalled(timeout / 2, timeout):
+            await asyncio.sleep(timeout / 2)
+        self._stalled()
+
+    def _stalled(self) -> None:
+        log.info("ownership watch: closing the stream of %s: it reads nothing", self.client)
+        self.reason = "stalled"
+        self._closing = True
+        if self.transport is not None:
+            self.transport.abort()  # (a close frame could not reach it either)
 
     async def fail(self, code: str, message: str, close_code: int) -> None:
         """Tell the client why (an error for the stream), then close with `close_code`."""

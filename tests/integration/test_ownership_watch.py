@@ -457,10 +457,44 @@ async def test_a_client_that_reads_nothing_is_coalesced_then_closed(
             await eventually(lambda: metric(gateway, open_streams) == 0, timeout=WAIT)
         finally:
             sock.close()
+        assert closed_for(gateway, "stalled") == 1
         # the gateway serves on
         async with watching(gateway.port_of("external", "http")) as watcher:
             await watcher.subscribe(IN_FIRST)
             assert (await watcher.next())["type"] == "owner"
+
+
+def closed_for(gateway: Gateway, reason: str) -> float:
+    registry = gateway.service.metrics.registry
+    name = "pulsar_lookup_gateway_watch_streams_closed_total"
+    return registry.get_sample_value(name, {"reason": reason}) or 0.0
+
+
+async def test_a_client_that_reads_nothing_but_keeps_sending_pongs_is_closed(
+    zookeeper: EmbeddedZooKeeper, zk_chroot: str, zk: KazooClient
+) -> None:
+    # Its pongs restart the ping timer, and ~600 KB of answers would fit in a send buffer
+    # the kernel let grow: only the kernel's send queue shows it takes nothing.
+    extra = "watchStalledReaderTimeoutSeconds=2\n"
+    config = config_from(config_text(zookeeper.connect_string, zk_chroot, extra))
+    async with running(config) as gateway:
+        topics = [f"persistent://public/default/t{n}" for n in range(3000)]
+        subscribe = json.dumps({"type": "subscribe", "topics": topics}).encode()
+        sock = await asyncio.to_thread(raw_stream, gateway.port_of("external", "http"))
+        open_streams = "pulsar_lookup_gateway_watch_streams"
+        try:
+            await asyncio.to_thread(sock.sendall, client_frame(subscribe))
+            await eventually(lambda: metric(gateway, open_streams) == 1, timeout=WAIT)
+            deadline = time.monotonic() + WAIT
+            while metric(gateway, open_streams) > 0:
+                assert time.monotonic() < deadline, "a client that reads nothing stays open"
+                with contextlib.suppress(OSError):  # (cut off meanwhile)
+                    await asyncio.to_thread(sock.sendall, client_frame(b"", 0xA))  # a pong
+                await asyncio.sleep(0.2)
+        finally:
+            sock.close()
+        assert closed_for(gateway, "stalled") == 1
+        assert closed_for(gateway, "client") == 0
 
 
 async def test_pushes_and_first_answers_do_not_wait_behind_big_subscribes(
@@ -519,6 +553,9 @@ async def test_bad_requests_close_the_stream_with_a_reason(
                 code, seen = await watcher.closed()
                 assert code == expected, request
                 assert all(m["type"] == "error" and "topic" not in m for m in seen)
+        assert closed_for(gateway, "limit_exceeded") == 1  # (the frame too big: 1009)
+        assert closed_for(gateway, "bad_request") == 4
+        assert closed_for(gateway, "client") == 0
         async with watching(port) as watcher:
             await watcher.subscribe(IN_FIRST)
             assert (await watcher.next())["type"] == "owner"
