@@ -39,6 +39,7 @@ import json
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from pulsar_lookup_gateway.lookup.auto_creation import managed_ledger_path
 from pulsar_lookup_gateway.lookup.bundles import BundleRange
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure, NodeNotLoaded
 from pulsar_lookup_gateway.lookup.model import (
@@ -48,11 +49,12 @@ from pulsar_lookup_gateway.lookup.model import (
     local_policies_path,
     ownership_path,
     parse_broker,
+    partitioned_path,
     policies_path,
     service_unit_state_path,
 )
 from pulsar_lookup_gateway.lookup.resolve import LookupAnswer, ResponseKind, namespace_bundle
-from pulsar_lookup_gateway.lookup.topics import NamespaceName, TopicName
+from pulsar_lookup_gateway.lookup.topics import NamespaceName, TopicDomain, TopicName
 from pulsar_lookup_gateway.lookup.view import EVERY_PATH, ClusterView
 
 
@@ -99,10 +101,13 @@ TRANSIENT_FAILURES = frozenset({FailureKind.METADATA_UNAVAILABLE, FailureKind.TO
 #: ("ns", tenant, ns) policies and local policies; ("tenant", tenant) its admin roles;
 #: ("bundle", tenant, ns, bundle) the ownership node; ("children", tenant, ns) the list of
 #: ownership nodes; ("topics", tenant, ns) the topics that exist; ("broker", id) one
-#: registration; ("brokers",) the list of registrations; ("all",) anything.
+#: registration; ("brokers",) the list of registrations; ("all",) anything; ("absent", tenant,
+#: ns) marks a topic not found: the watch keeps it by the paths of its own nodes (absence_paths),
+#: not by namespace, so a ledger written in the namespace re-looks-up no made-up name.
 Key = tuple[str, ...]
 ALL: Key = ("all",)
 BROKERS: Key = ("brokers",)
+ABSENT = "absent"
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,9 +274,33 @@ def depends_on(topic: TopicName, state: TopicState | None) -> frozenset[Key]:
     for every topic of a bundle in the same state: thousands of watched topics cost a few
     sets, not a set and its tuples each (a full garbage collection walks every one)."""
     kind = state.kind if state is not None else None
+    if kind is TopicStateKind.ERROR and state is not None:
+        if state.code is ErrorCode.NOT_FOUND:  # (the namespace's policies, the topic's nodes)
+            return _policy_keys(topic.tenant, topic.namespace, True)
+        if state.code is ErrorCode.NOT_AUTHORIZED:  # (the namespace's and tenant's policies)
+            return _policy_keys(topic.tenant, topic.namespace, False)
     bundle = state.bundle if state is not None else None
     owner = state.owner if state is not None and kind is TopicStateKind.OWNER else None
     return _keys(topic.tenant, topic.namespace, kind, bundle, owner)
+
+
+@functools.lru_cache(maxsize=4096)
+def _policy_keys(tenant: str, namespace: str, absent: bool) -> frozenset[Key]:
+    keys: set[Key] = {("ns", tenant, namespace), ("tenant", tenant)}
+    if absent:
+        keys.add((ABSENT, tenant, namespace))
+    return frozenset(keys)
+
+
+def absence_paths(topic: TopicName) -> tuple[str, ...]:
+    """The nodes whose appearance may find a topic not found now: its managed ledger, its
+    partitioned metadata, and a partition's base's (auto_creation.topic_exists)."""
+    paths = [partitioned_path(topic)]
+    if topic.domain is TopicDomain.PERSISTENT:
+        paths.append(managed_ledger_path(topic))
+    if topic.is_partition:
+        paths.append(partitioned_path(topic.base))
+    return tuple(paths)
 
 
 @functools.lru_cache(maxsize=4096)

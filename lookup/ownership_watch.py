@@ -24,14 +24,16 @@ from collections import OrderedDict, deque
 from collections.abc import Iterable
 from typing import Protocol
 
-from pulsar_lookup_gateway.lookup.errors import LookupFailure
+from pulsar_lookup_gateway.lookup.errors import LookupFailure, NodeNotLoaded
 from pulsar_lookup_gateway.lookup.ownership_changes import (
+    ABSENT,
     ALL,
     TRANSIENT_FAILURES,
     ErrorCode,
     Key,
     TopicState,
     TopicStateKind,
+    absence_paths,
     answered_state,
     depends_on,
     error_state,
@@ -108,8 +110,8 @@ class _Entry:
     """One topic watched with one listener choice and role, by one or more streams."""
 
     __slots__ = (
-        "choice", "first", "keys", "message", "queued", "removed", "role", "sinks", "state",
-        "topic",
+        "absent", "choice", "first", "keys", "message", "queued", "removed", "role", "sinks",
+        "state", "topic",
     )  # fmt: skip
 
     def __init__(self, topic: TopicName, choice: ListenerChoice, role: str | None) -> None:
@@ -121,6 +123,7 @@ class _Entry:
         self.state: TopicState | None = None  # last told
         self.message: str | None = None  # its JSON
         self.keys: frozenset[Key] = frozenset()
+        self.absent: tuple[str, ...] = ()  # its nodes it waits for (not found)
         self.removed = False
         self.queued = False  # waiting in a queue for its lookup
         self.first: asyncio.Future[None] | None = None  # done once first looked up
@@ -159,6 +162,10 @@ class OwnershipWatch:
         self._entries: dict[tuple[ListenerChoice, str | None], dict[str, _Entry]] = {}
         self._count = 0
         self._index: dict[Key, set[_Entry]] = {}
+        # Topics not found, by the nodes whose appearance may change that: parent -> name ->
+        # entries (a list written tells its parent: its watched names are checked in it).
+        self._absent: dict[str, dict[str, set[_Entry]]] = {}
+        self._appeared: set[str] = set()  # nodes (or parents + "/") written since the flush
         # To look up: again after a change (first), and for the first time, per stream
         # (taken FIRST_BATCH at a time from each in turn).
         self._again: OrderedDict[_Entry, None] = OrderedDict()
@@ -264,7 +271,10 @@ class OwnershipWatch:
         if not self._entries:
             return
         self._dirty.update(keys_of_path(path))
-        if self._flush is None and self._dirty:
+        parent = path[:-1] if path.endswith("/") else path.rpartition("/")[0]
+        if parent in self._absent:
+            self._appeared.add(path)
+        if self._flush is None and (self._dirty or self._appeared):
             self._flush = asyncio.get_running_loop().call_soon(self._look_again)
 
     def _look_again(self) -> None:
@@ -272,6 +282,7 @@ class OwnershipWatch:
         keys, self._dirty = self._dirty, set()
         before = len(self._again)
         self._queue_again(keys)
+        self._queue_appeared()
         if len(self._again) > before:  # (a load report queues nothing: the collector runs)
             self._hold.begin()
 
@@ -293,6 +304,27 @@ class OwnershipWatch:
                 self._prints[key[1]] = now
             for entry in self._index.get(key, ()):
                 self._enqueue(entry)
+
+    def _queue_appeared(self) -> None:
+        """Look up again the topics not found whose node was written, or whose node's parent
+        lists it now."""
+        paths, self._appeared = self._appeared, set()
+        view = self.service.source.view
+        for path in paths:
+            if not path.endswith("/"):
+                parent, _, name = path.rpartition("/")
+                for entry in self._absent.get(parent, {}).get(name, ()):
+                    self._enqueue(entry)
+                continue
+            parent = path[:-1]
+            for name, entries in self._absent.get(parent, {}).items():
+                try:
+                    listed = view.has_child(parent, name)
+                except NodeNotLoaded:
+                    listed = True  # (whatever it is now, the lookup reads it)
+                if listed:
+                    for entry in entries:
+                        self._enqueue(entry)
 
     def _enqueue(self, entry: _Entry) -> None:
         """Look `entry` up again (ahead of every first lookup)."""
@@ -430,6 +462,26 @@ class OwnershipWatch:
         for key in keys - entry.keys:
             index.setdefault(key, set()).add(entry)
         entry.keys = keys
+        absent = any(key[0] == ABSENT for key in keys)
+        if absent != bool(entry.absent):
+            self._index_absent(entry, absence_paths(entry.topic) if absent else ())
+
+    def _index_absent(self, entry: _Entry, paths: tuple[str, ...]) -> None:
+        for path in entry.absent:
+            parent, _, name = path.rpartition("/")
+            names = self._absent.get(parent)
+            entries = names.get(name) if names is not None else None
+            if names is None or entries is None:
+                continue
+            entries.discard(entry)
+            if not entries:
+                del names[name]
+                if not names:
+                    del self._absent[parent]
+        for path in paths:
+            parent, _, name = path.rpartition("/")
+            self._absent.setdefault(parent, {}).setdefault(name, set()).add(entry)
+        entry.absent = paths
 
     # -- retries ----------------------------------------------------------------------------
 

@@ -301,6 +301,25 @@ async def test_per_topic_answers_keep_the_stream_open(gateway: Gateway, zk: Kazo
         assert (await watcher.next())["topic"] == IN_FIRST
 
 
+async def test_a_topic_not_found_is_told_once_its_ledger_is_created(
+    gateway: Gateway, zk: KazooClient
+) -> None:
+    policies_path = "/admin/policies/public/default"
+    policies = json.loads(zk.get(policies_path)[0])
+    policies["autoTopicCreationOverride"] = {"allowAutoTopicCreation": False}
+    zk.set(policies_path, json.dumps(policies).encode())
+    ledgers = "/managed-ledgers/public/default/persistent"
+    topic = IN_FIRST
+    async with watching(gateway.port_of("external", "http")) as watcher:
+        await watcher.subscribe(topic)
+        while (body := await watcher.about(topic))["type"] != "error":  # (policies read late)
+            pass
+        assert body["code"] == "not_found"
+        zk.create(f"{ledgers}/someone-else", b"", makepath=True)
+        zk.create(f"{ledgers}/{topic.rpartition('/')[2]}", b"")  # (t<n>: no escaping)
+        assert (await watcher.about(topic))["type"] == "owner"
+
+
 def token(role: str, expires_in: float | None = None, *, at: int | None = None) -> str:
     """A token of `role` that expires `expires_in` seconds from now, or at `at`."""
     claims: dict[str, Any] = {"sub": role}

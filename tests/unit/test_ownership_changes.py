@@ -263,3 +263,75 @@ async def test_the_collector_is_held_off_while_a_change_is_pushed() -> None:
     finally:
         hold.release()
         gc.enable()
+
+
+class Collected:
+    """A stream's sink: the messages it was handed, by topic."""
+
+    def __init__(self) -> None:
+        self.got: dict[str, dict[str, Any]] = {}
+
+    def deliver(self, topic: str, message: str) -> None:
+        self.got[topic] = json.loads(message)
+
+
+async def test_a_ledger_written_in_a_namespace_re_looks_up_only_the_topic_it_creates(
+    tmp_path: Any,
+) -> None:
+    import asyncio
+
+    from pulsar_lookup_gateway.lookup.ownership_watch import OwnershipWatch
+    from pulsar_lookup_gateway.lookup.service import LookupService
+    from pulsar_lookup_gateway.metadata_store.file import FileSource
+    from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
+
+    nodes = cluster(brokers=2, owned={FIRST: 1})
+    nodes["/admin/policies/public/default"]["autoTopicCreationOverride"] = {
+        "allowAutoTopicCreation": False
+    }
+    nodes["/managed-ledgers/public/default/persistent/real"] = {}
+    path = tmp_path / "cluster.json"
+    write_snapshot(path, nodes)
+    source = FileSource(path, poll_interval=3600)
+    await source.start()
+    watch = OwnershipWatch(LookupService(source, declared_listeners=["internal", "external"]))
+    sink = Collected()
+    made_up = [TopicName.parse(f"persistent://public/default/made-up-{n}") for n in range(200)]
+    partition = TopicName.parse("persistent://public/default/parted-partition-1")
+    try:
+        await watch.subscribe(sink, [*made_up, partition], EXTERNAL, None)
+        assert {body.get("code") for body in sink.got.values()} == {"not_found"}
+        ledgers = "/managed-ledgers/public/default/persistent"
+
+        async def after(write: Any) -> int:
+            """The lookups a write makes (once the watch has heard it)."""
+            before = watch.lookups
+            write()
+            for _ in range(5):
+                await asyncio.sleep(0)
+            return watch.lookups - before
+
+        view = source.view
+        # another topic's ledger (its node, then its parent's list, as ZooKeeper tells it)
+        assert await after(lambda: view.put_json(f"{ledgers}/other", {})) == 0
+        assert await after(lambda: view.set_children(ledgers, ["real", "other"])) == 0
+        partitioned = "/admin/partitioned-topics/public/default/persistent"
+        assert await after(lambda: view.set_children(partitioned, ["elsewhere"])) == 0
+        # a made-up name's own ledger: that topic alone
+        named = made_up[7]
+        listed = ["real", "other", named.encoded_local_name]
+        assert await after(lambda: view.set_children(ledgers, listed)) == 1
+
+        # a partition's base made partitioned: the partition alone
+        def make_partitioned() -> None:
+            view.put_json(f"{partitioned}/parted", {"partitions": 4})
+            view.set_children(partitioned, ["elsewhere", "parted"])
+
+        assert await after(make_partitioned) == 1
+        # the namespace's policies: every one of them
+        policies = nodes["/admin/policies/public/default"]
+        changed = await after(lambda: view.put_json("/admin/policies/public/default", policies))
+        assert changed == len(made_up) + 1
+    finally:
+        await watch.close()
+        await source.close()
