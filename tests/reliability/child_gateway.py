@@ -13,7 +13,7 @@ import subprocess
 import threading
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
 from tests.processes import Running
@@ -26,22 +26,31 @@ ALLOCATOR = {"MALLOC_MMAP_THRESHOLD_": "65536"}
 
 
 class ChildGateway:
-    """`run` on one binary socket serving `nodes` from a file snapshot; its port and memory."""
+    """`run` on one socket serving `nodes` from a file snapshot; its port and memory. The
+    socket is binary unless a subclass declares another (LISTENERS, SOCKET)."""
+
+    #: The config lines of the gateway's listeners and its one socket, and that socket's
+    #: (scheme, listener). No keep-alive: the test decides when a binary connection goes.
+    LISTENERS = (
+        "advertisedListeners=internal:pulsar://127.0.0.1:6650\n"
+        "bindAddresses=internal:pulsar://127.0.0.1:0\n"
+        "internalListenerName=internal\n"
+        "keepAliveIntervalSeconds=0\n"
+    )
+    SOCKET = ("pulsar", "internal")
 
     def __init__(self, tmp_path: Path, nodes: dict[str, Any], extra: str = "") -> None:
         write_snapshot(tmp_path / "cluster.json", nodes)
         conf = tmp_path / "gateway.conf"
         conf.write_text(
             f"metadataStoreUrl=file:{tmp_path / 'cluster.json'}\n"
-            "advertisedListeners=internal:pulsar://127.0.0.1:6650\n"
-            "bindAddresses=internal:pulsar://127.0.0.1:0\n"
-            "internalListenerName=internal\n"
-            "brokerServicePort=\nwebServicePort=\n"
-            "keepAliveIntervalSeconds=0\n" + extra
+            + self.LISTENERS
+            + "brokerServicePort=\nwebServicePort=\n"
+            + extra
         )
         self.running = Running("run", "--config", str(conf), sockets=1, env=ALLOCATOR)
         self.pid = self.running.process.pid
-        self.port = int(self.running.urls[("pulsar", "internal")].rsplit(":", 1)[1])
+        self.port = int(self.running.urls[self.SOCKET].rsplit(":", 1)[1])
         # The child logs (throttled) refusals; a pipe nobody reads would stall it once full.
         self._drain = threading.Thread(target=self._read_output, daemon=True)
         self._drain.start()
@@ -81,7 +90,7 @@ class ChildGateway:
         self._drain.join(timeout=10)
         return process.returncode
 
-    def __enter__(self) -> ChildGateway:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(

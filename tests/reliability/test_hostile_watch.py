@@ -8,15 +8,12 @@ peak grew ~1.5 GB."""
 from __future__ import annotations
 
 import json
-import threading
 import urllib.request
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import pytest
 
-from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
 from pulsar_lookup_gateway.metadata_store.synthetic import cluster
 from tests.integration.test_ownership_watch import (
     FIRST,
@@ -24,8 +21,7 @@ from tests.integration.test_ownership_watch import (
     Watcher,
     watching,
 )
-from tests.processes import Running
-from tests.reliability.child_gateway import ALLOCATOR, MIB, ChildGateway
+from tests.reliability.child_gateway import MIB, ChildGateway
 
 # The peak may grow this much for the whole attack (measured: a few MiB; before: ~1.5 GB).
 GROWTH_BOUND = 64 * MIB
@@ -34,20 +30,11 @@ GROWTH_BOUND = 64 * MIB
 class WatchGateway(ChildGateway):
     """A child gateway with one HTTP socket (the watch's) serving a file snapshot."""
 
-    def __init__(self, tmp_path: Path, nodes: dict[str, Any], extra: str = "") -> None:
-        write_snapshot(tmp_path / "cluster.json", nodes)
-        conf = tmp_path / "gateway.conf"
-        conf.write_text(
-            f"metadataStoreUrl=file:{tmp_path / 'cluster.json'}\n"
-            "advertisedListeners=external:pulsar://127.0.0.2:6650,external:http://127.0.0.2:8080\n"
-            "bindAddresses=external:http://127.0.0.1:0\n"
-            "brokerServicePort=\nwebServicePort=\n" + extra
-        )
-        self.running = Running("run", "--config", str(conf), sockets=1, env=ALLOCATOR)
-        self.pid = self.running.process.pid
-        self.port = int(self.running.urls[("http", "external")].rsplit(":", 1)[1])
-        self._drain = threading.Thread(target=self._read_output, daemon=True)
-        self._drain.start()
+    LISTENERS = (
+        "advertisedListeners=external:pulsar://127.0.0.2:6650,external:http://127.0.0.2:8080\n"
+        "bindAddresses=external:http://127.0.0.1:0\n"
+    )
+    SOCKET = ("http", "external")
 
     def metric(self, name: str, labels: str = "") -> float:
         url = f"http://127.0.0.1:{self.port}/metrics"
@@ -58,17 +45,6 @@ class WatchGateway(ChildGateway):
             if line.startswith(wanted + " "):
                 return float(line.split()[-1])
         return 0.0
-
-    def __enter__(self) -> WatchGateway:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def subscribe_frame(names: list[str]) -> str:
