@@ -31,7 +31,14 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import cast
 
-from bench.common import cluster_snapshot, cpu_seconds, measured_window, percentile, receive
+from bench.common import (
+    cluster_snapshot,
+    cpu_seconds,
+    measured_window,
+    percentile,
+    receive,
+    resident_mib,
+)
 from pulsar_lookup_gateway.listeners.binary import BinaryServer, BinarySettings
 from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
 from pulsar_lookup_gateway.listeners.protocol import codec
@@ -168,6 +175,8 @@ async def _serve_async(kind: str, snapshot: str, pipe: Connection, profile: str 
                 profiler.disable()
                 profiler.dump_stats(profile)
             pipe.send(cpu_seconds() - cpu_at_begin)
+        elif message == "rss":  # (resident MiB now, peak MiB)
+            pipe.send(resident_mib())
         elif message == "stop" and not stop.done():
             stop.set_result(None)
 
@@ -334,6 +343,7 @@ class Result:
     cpu_us_per_lookup: float
     client_cpu_us_per_lookup: float
     failed: int
+    server_rss_mib: tuple[float, float] = (0.0, 0.0)  # (resident after the run, peak)
 
 
 async def _measure(
@@ -374,6 +384,8 @@ async def _measure(
         )
         for conn in connections:
             conn.close()
+        parent.send("rss")
+        rss = await loop.run_in_executor(None, receive, parent, 60.0)
         latencies = tally.latency_values()
         count = max(tally.answered + tally.failed, 1)
         return Result(
@@ -384,6 +396,7 @@ async def _measure(
             cpu / count * 1e6,
             client_cpu / count * 1e6,
             tally.failed,
+            rss,
         )
     finally:
         parent.send("stop")

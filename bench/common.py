@@ -28,6 +28,16 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def resident_mib() -> tuple[float, float]:
+    """(resident MiB now, peak resident MiB) of this process, from /proc (Linux)."""
+    fields = {}
+    with open("/proc/self/status") as status:
+        for line in status:
+            name, _, value = line.partition(":")
+            fields[name] = value
+    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
+
+
 def percentile(values: list[float], fraction: float) -> float:
     """The value at `fraction` (0..1) of the sorted values; NaN when there are none."""
     if not values:
@@ -36,22 +46,30 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-def cluster_snapshot(path: Path) -> list[str]:
-    """Write a snapshot with every bundle owned; return the topics the load asks for."""
+def cluster_snapshot(
+    path: Path,
+    *,
+    namespaces: int = NAMESPACES,
+    bundles_per_namespace: int = BUNDLES_PER_NAMESPACE,
+    brokers: int = BROKERS,
+    topics: int = TOPICS,
+) -> list[str]:
+    """Write a snapshot with every bundle owned; return the topics the load asks for (spread
+    over the namespaces in turn)."""
     nodes: dict[str, Any] = {}
-    for i in range(1, BROKERS + 1):
-        nodes[f"/loadbalance/brokers/b{i}:8080"] = broker_node(i, usage=i / BROKERS)
+    for i in range(1, brokers + 1):
+        nodes[f"/loadbalance/brokers/b{i}:8080"] = broker_node(i, usage=i / brokers)
     nodes["/loadbalance/leader"] = {"brokerId": "b1:8080"}
-    bundles = NamespaceBundles.equal(BUNDLES_PER_NAMESPACE)
+    bundles = NamespaceBundles.equal(bundles_per_namespace)
     boundaries = [f"0x{b:08x}" for b in bundles.boundaries]
-    for n in range(NAMESPACES):
+    for n in range(namespaces):
         nodes[f"/admin/policies/bench/ns{n}"] = {
-            "bundles": {"boundaries": boundaries, "numBundles": BUNDLES_PER_NAMESPACE}
+            "bundles": {"boundaries": boundaries, "numBundles": bundles_per_namespace}
         }
         for j, name in enumerate(bundles.names()):
-            nodes[f"/namespace/bench/ns{n}/{name}"] = ownership_node((n + j) % BROKERS + 1)
+            nodes[f"/namespace/bench/ns{n}/{name}"] = ownership_node((n + j) % brokers + 1)
     write_snapshot(path, nodes)
-    return [f"persistent://bench/ns{t % NAMESPACES}/topic-{t}" for t in range(TOPICS)]
+    return [f"persistent://bench/ns{t % namespaces}/topic-{t}" for t in range(topics)]
 
 
 def receive(pipe: Connection, timeout: float) -> Any:

@@ -20,6 +20,7 @@ frame in one pass, so that a warm pipelined lookup costs a handful of bytecodes.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,13 +93,16 @@ def answer_run(
     entries: dict[bytes, Any],
     out: list[bytes],
     hits: list[Any],
+    cold: Callable[[bytes, bytes], Any] | None = None,
 ) -> int:
     """Answer the whole frames of `data` from `pos` on, in order, for as long as each is a
     LOOKUP in canonical shape, shorter than 128 bytes, no larger than `max_frame_size`, whose
-    key is in `entries` (values: (AnswerTemplate, outcome)): its answer frame is appended to
-    `out` and its outcome to `hits`. Returns where it stopped: the end of `data`, a partial
-    frame, or a frame for the caller's full path (any other command, shape or size, a key not
-    memoised, a malformed frame), which the caller's frame decoder reads and checks as usual.
+    key is in `entries` (values: (AnswerTemplate, outcome)), or, given `cold`, for which
+    `cold(topic, the fields after the request id)` gives such a value: its answer frame is
+    appended to `out` and its outcome to `hits`. Returns where it stopped: the end of `data`,
+    a partial frame, or a frame for the caller's full path (any other command, shape or size,
+    a key not memoised, a malformed frame), which the caller's frame decoder reads and checks
+    as usual.
 
     Reads exactly what `split_lookup` reads from the body (a property test holds them equal);
     `data` is bytes, so the key's slices are hashable without a copy more."""
@@ -132,7 +136,11 @@ def answer_run(
             break  # not a minimal varint below 2**63: split_lookup refuses it too
         entry = get(data[pos + _KEY_OFFSET : topic_end] + data[end_of_id:following])
         if entry is None:
-            break
+            if cold is None:
+                break
+            entry = cold(data[pos + _SHORT_HEAD_SIZE : topic_end], data[end_of_id:following])
+            if entry is None:
+                break
         template = entry[0]
         append(template.heads[width] + data[request_id:end_of_id] + template.after)
         hit(entry[1])

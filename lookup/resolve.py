@@ -450,3 +450,26 @@ def _by_bundle_hash(
             FailureKind.NO_BROKER, f"No broker was available for {topic.domain.value} topics"
         )
     return best[1], best[2]
+
+
+def broker_fingerprint(view: ClusterView) -> tuple[object, ...]:
+    """What resolve() reads of the registered brokers, comparable between two views: a broker
+    rewrites its registration with every load report, and an answer kept across such a write
+    holds while this is unchanged. Raises NodeNotLoaded where the view cannot tell."""
+    registry = view.broker_registry()
+    brokers = tuple(
+        (
+            broker_id,
+            b.web_service_url,
+            b.web_service_url_tls,
+            b.pulsar_service_url,
+            b.pulsar_service_url_tls,
+            b.persistent_topics_enabled,
+            b.non_persistent_topics_enabled,
+            tuple(sorted(b.advertised_listeners.items())),
+            tuple(sorted(b.protocols.items())),
+            b.load_manager_class_name,
+        )
+        for broker_id, b in sorted(registry.brokers.items())
+    )
+    return brokers, tuple(sorted(registry.invalid))

@@ -138,7 +138,7 @@ class Connection(asyncio.Protocol):
         lookups = self._handlers.lookups
         memo = lookups.usable_memo(session) if self.state is CONNECTED else None
         if memo is not None and not decoder.buffered_size and type(data) is bytes:
-            answered = lookups.answer_read(data, memo, decoder.max_frame_size, out)
+            answered = lookups.answer_read(data, memo, session.bundles, decoder.max_frame_size, out)
             if answered:
                 data = data[answered:]
                 if not data:  # (the whole read was memoised answers: nothing more to do)

@@ -19,6 +19,7 @@ from pulsar_lookup_gateway.listeners.binary.settings import (
 )
 from pulsar_lookup_gateway.listeners.binary.state import ConnectionState
 from pulsar_lookup_gateway.listeners.broker_link import Principal
+from pulsar_lookup_gateway.listeners.bundle_memo import BundleMemo
 from pulsar_lookup_gateway.listeners.lookup_memo import LookupMemo
 from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand, FeatureFlags
@@ -50,9 +51,12 @@ CERTIFICATE_NEEDED = (
 class Handshake:
     """Answers the CONNECT of every connection of one socket."""
 
-    def __init__(self, settings: BinarySettings, memo: LookupMemo, url: str) -> None:
+    def __init__(
+        self, settings: BinarySettings, memo: LookupMemo, bundles: BundleMemo, url: str
+    ) -> None:
         self._settings = settings
         self._memo = memo
+        self._bundles = bundles
         self._url = url
         # A client can open thousands of connections with bad credentials: a few lines per
         # 10 s, the rest counted (and in pulsar_authentication_failures_total).
@@ -98,6 +102,7 @@ class Handshake:
         out.append(codec.connected(SERVER_VERSION, version, size, _FEATURES))
         if session.identity is None and session.role is None and self._settings.memoise_lookups:
             session.memo = self._memo.entries_for(session.choice)
+            session.bundles = self._bundles.answers_for(session.choice)
         return ConnectionState.CONNECTED
 
     def _authenticate(

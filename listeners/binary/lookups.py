@@ -17,14 +17,15 @@ from pulsar_lookup_gateway.listeners.binary.answer_frames import AnswerFrames
 from pulsar_lookup_gateway.listeners.binary.replies import SERVICE_NOT_READY, lookup_failed
 from pulsar_lookup_gateway.listeners.binary.requests import RequestRunner
 from pulsar_lookup_gateway.listeners.binary.session import Memo, Session
+from pulsar_lookup_gateway.listeners.bundle_memo import BundleAnswers, BundleMemo, topic_and_tail
 from pulsar_lookup_gateway.listeners.lookup_memo import LookupMemo, answer_run, split_lookup
 from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand, Command, LookupType
 from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import CommandLookupTopic
 from pulsar_lookup_gateway.listeners.routing import Route, Router
-from pulsar_lookup_gateway.lookup.errors import LookupFailure
+from pulsar_lookup_gateway.lookup.errors import LookupFailure, NodeNotLoaded
 from pulsar_lookup_gateway.lookup.metrics import LookupTally
-from pulsar_lookup_gateway.lookup.resolve import LookupAnswer, ResponseKind
+from pulsar_lookup_gateway.lookup.resolve import LookupAnswer, ResponseKind, broker_fingerprint
 from pulsar_lookup_gateway.lookup.service import LookupService
 
 log = logging.getLogger(__package__)
@@ -53,6 +54,12 @@ class Lookups:
         self._router = router
         self._frames = AnswerFrames()
         self.memo = LookupMemo()  # warm LOOKUPs of unauthenticated connections, by their bytes
+        # cold LOOKUPs of the same connections, by their bundle
+        self.bundle_memo = BundleMemo(broker_fingerprint)
+
+    def close(self) -> None:
+        """Stop following the view's writes (the socket is closed)."""
+        self.bundle_memo.close()
 
     # -- the full path ------------------------------------------------------------------
 
@@ -102,17 +109,42 @@ class Lookups:
             )
         # (set only while the request is dispatched: an answer that comes later is not kept)
         if session.memo_key is not None and session.memo is not None:
-            self._remember(session.memo, session.memo_key, answer)
+            self._remember(session, session.memo, session.memo_key, answer)
         return self._frames.frame(body.request_id, answer)
 
-    def _remember(self, memo: Memo, key: bytes, answer: LookupAnswer) -> None:
+    def _remember(self, session: Session, memo: Memo, key: bytes, answer: LookupAnswer) -> None:
         """Memoise the answer the full path just gave (synchronously, from the current view)
-        to the request whose key is `key`, with the tally it counts in."""
+        to the request whose key is `key`, with the tally it counts in; and keep it for the
+        topic's bundle where every topic of that bundle gets the same answer."""
         view = self._service.source.view
         self.memo.check_view(view, view.version)
         tally = self._service.tally_for(answer.listener, "binary")
         connect = answer.response is ResponseKind.CONNECT
-        self.memo.remember(memo, key, (self._frames.template(answer), (tally, connect)))
+        value = (self._frames.template(answer), (tally, connect))
+        self.memo.remember(memo, key, value)
+        if session.bundles is not None:
+            self._remember_bundle(session.bundles, key, answer, value)
+
+    def _remember_bundle(
+        self, bundles: BundleAnswers, key: bytes, answer: LookupAnswer, value: object
+    ) -> None:
+        """Keep `value` for the answer's bundle if the request named its topic in full form
+        (then the bundle memo's mapping of the bytes to the bundle is the full path's) and
+        the namespace is not deleted (there, system topics alone are answered)."""
+        split = topic_and_tail(key)
+        topic = answer.topic
+        if split is None or split[0] != topic.full.encode() or not split[0].isascii():
+            return
+        view = self._service.source.view
+        self.bundle_memo.follow(view)
+        try:
+            policies = view.policies(topic.namespace_name)
+            boundaries = view.bundles(topic.namespace_name)
+        except (LookupFailure, NodeNotLoaded):
+            return
+        if policies is None or policies.deleted or boundaries is None:
+            return
+        bundles.remember(split[0], split[1], boundaries.boundaries, answer.bundle.lower, value)
 
     # -- the memo of warm answers --------------------------------------------------------
 
@@ -126,9 +158,17 @@ class Lookups:
             return None
         view = self._service.source.view
         self.memo.check_view(view, view.version)
+        self.bundle_memo.follow(view)
         return None if self._service.logs_each_answer else memo
 
-    def answer_read(self, data: bytes, memo: Memo, max_frame_size: int, out: list[bytes]) -> int:
+    def answer_read(
+        self,
+        data: bytes,
+        memo: Memo,
+        bundles: BundleAnswers | None,
+        max_frame_size: int,
+        out: list[bytes],
+    ) -> int:
         """Answer the leading frames of a read that are memoised LOOKUPs straight from its
         bytes (the common case: the whole read); where they stop (the rest is for the frame
         decoder). Their time is taken once for the run and shared out among them."""
@@ -136,7 +176,8 @@ class Lookups:
             return 0  # the full path refuses lookups now
         hits: list[tuple[LookupTally, bool]] = []
         started = perf_counter()
-        pos = answer_run(data, 0, max_frame_size, memo, out, hits)
+        cold = bundles.entry if bundles is not None else None
+        pos = answer_run(data, 0, max_frame_size, memo, out, hits, cold)
         if hits:
             answered = len(hits)
             each = (perf_counter() - started) / answered
@@ -157,6 +198,10 @@ class Lookups:
         if split is None:
             return False
         entry = memo.get(split[0])
+        if entry is None and session.bundles is not None:
+            cold = topic_and_tail(split[0])
+            if cold is not None:
+                entry = session.bundles.entry(*cold)
         if entry is None or not self._admission.has_room():
             command = codec.decode_command(body)
             # The full path memoises its answer to a request in protobuf's own shape only (a

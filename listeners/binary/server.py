@@ -81,7 +81,7 @@ class BinaryServer(BoundSocket):
         self.router = Router(service, guard)
         lookups = Lookups(service, self.router)
         self.handlers = Handlers(
-            handshake=Handshake(settings, lookups.memo, self.url),
+            handshake=Handshake(settings, lookups.memo, lookups.bundle_memo, self.url),
             lookups=lookups,
             partitions=PartitionedMetadata(service, broker_link),
             topics=TopicsOfNamespace(service, broker_link),
@@ -168,6 +168,7 @@ class BinaryServer(BoundSocket):
         if self._keep_alive_task is not None:
             await asyncio.wait([self._keep_alive_task], timeout=1.0)
         await self._server.wait_closed()
+        self.handlers.lookups.close()
         log.info("stopped listening on %s listener=%s", self.url, self.spec.listener or "-")
 
     # -- called by connections ---------------------------------------------------------

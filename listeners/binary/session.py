@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from pulsar_lookup_gateway.listeners.auth import Identity
 from pulsar_lookup_gateway.listeners.broker_link import ANONYMOUS, Principal
+from pulsar_lookup_gateway.listeners.bundle_memo import BundleAnswers
 from pulsar_lookup_gateway.listeners.client_origin import ClientOrigin
 from pulsar_lookup_gateway.listeners.lookup_memo import AnswerTemplate
 from pulsar_lookup_gateway.listeners.routing import Route
@@ -27,6 +28,8 @@ class Session:
     # The lookup memo of this connection's listener choice (None: every request takes the
     # full path: before CONNECTED, and where a role is checked per lookup).
     memo: Memo | None = None
+    # Cold LOOKUPs of the same choice answered by their bundle (None exactly when memo is).
+    bundles: BundleAnswers | None = None
     # The key of the LOOKUP being answered right now, when its answer may be memoised (set
     # only while a request is dispatched: an answer that comes later is not memoised).
     memo_key: bytes | None = None
