@@ -8,6 +8,7 @@ import sys
 BENCHMARKS = (
     "zk_cache",
     "binary_lookup",
+    "storm",
     "http_lookup",
     "http_handler",
     "tls_handshake",
