@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from pulsar_lookup_gateway.listeners.protocol.wire import read_varint
+from pulsar_lookup_gateway.lookup.topics import MAX_TOPIC_NAME_BYTES
 
 #: Roots of the nodes that hold one bundle's owner: `<root>/<tenant>/<namespace>/<bundle>`.
 OWNER_ROOTS = ("/namespace/", "/service_unit_state/")
@@ -36,9 +37,13 @@ UNREAD_PREFIXES = ("/managed-ledgers/", "/admin/partitioned-topics/", "/schemas/
 EVERY_PATH = "*"
 DOMAINS = ("persistent", "non-persistent")
 
-MAX_SLOTS = 1 << 20  # bundle slots of every choice, namespace and request shape together
+#: What the entries of one socket may hold in all, every choice, namespace and request shape
+#: together (request shapes are client bytes): at the bound everything starts over.
+MAX_BYTES = 32 * 1024 * 1024
 MAX_TAIL_BYTES = 256  # a request shape's bytes (its fields after the request id)
 MAX_TAILS = 16  # request shapes per namespace and choice (clients choose them)
+SLOT_BYTES = 8  # one bundle's place in a request shape's list
+OVERHEAD_BYTES = 200  # a namespace's or a request shape's objects besides their bytes
 _DOT_SEGMENTS = (b".", b"..")
 
 
@@ -75,7 +80,13 @@ class BundleAnswers:
             memo.check_brokers()
         prefix, _, local = topic.rpartition(b"/")
         namespace = self._namespaces.get(prefix)
-        if namespace is None or not local or local in _DOT_SEGMENTS or not topic.isascii():
+        if (
+            namespace is None
+            or not local
+            or local in _DOT_SEGMENTS
+            or len(topic) > MAX_TOPIC_NAME_BYTES  # (TopicName.parse refuses it)
+            or not topic.isascii()
+        ):
             return None
         entries = namespace.by_tail.get(tail)
         if entries is None:
@@ -89,14 +100,21 @@ class BundleAnswers:
         name in full form) is in, whose bundle boundaries are `boundaries`."""
         if len(tail) > MAX_TAIL_BYTES:
             return
+        memo = self._memo
         prefix = topic.rpartition(b"/")[0]
         lowers = boundaries[:-1]
         namespace = self._namespaces.get(prefix)
         if namespace is None or namespace.lowers != lowers:
+            if namespace is not None:
+                self.forget_namespace(prefix)
+            if not memo.take_bytes(_namespace_bytes(prefix, lowers)):
+                return
             namespace = self._namespaces[prefix] = _Namespace(lowers)
         entries = namespace.by_tail.get(tail)
         if entries is None:
-            if len(namespace.by_tail) >= MAX_TAILS or not self._memo.take_slots(len(lowers)):
+            if len(namespace.by_tail) >= MAX_TAILS or not memo.take_bytes(
+                _shape_bytes(tail, lowers)
+            ):
                 return
             entries = namespace.by_tail[tail] = [None] * len(lowers)
         index = bisect_right(lowers, lower) - 1
@@ -115,10 +133,22 @@ class BundleAnswers:
             self.forget_namespace(prefix)
 
     def forget_namespace(self, prefix: bytes) -> None:
-        self._namespaces.pop(prefix, None)
+        namespace = self._namespaces.pop(prefix, None)
+        if namespace is not None:
+            held = _namespace_bytes(prefix, namespace.lowers)
+            held += sum(_shape_bytes(tail, namespace.lowers) for tail in namespace.by_tail)
+            self._memo.give_back(held)
 
     def clear(self) -> None:
         self._namespaces.clear()
+
+
+def _namespace_bytes(prefix: bytes, lowers: tuple[int, ...]) -> int:
+    return len(prefix) + SLOT_BYTES * len(lowers) + OVERHEAD_BYTES
+
+
+def _shape_bytes(tail: bytes, lowers: tuple[int, ...]) -> int:
+    return len(tail) + SLOT_BYTES * len(lowers) + OVERHEAD_BYTES
 
 
 class BundleMemo:
@@ -129,14 +159,15 @@ class BundleMemo:
     def __init__(self, registry_fingerprint: Callable[[Any], object]) -> None:
         self._fingerprint = registry_fingerprint
         self._by_choice: dict[Any, BundleAnswers] = {}
-        self._slots = 0
+        self._bytes = 0
         self._view: ObservedView | None = None
         self._brokers: object = None
         self.brokers_unchecked = False
 
     @property
-    def slots(self) -> int:
-        return self._slots
+    def bytes_held(self) -> int:
+        """What the entries hold, by the accounting of MAX_BYTES."""
+        return self._bytes
 
     def answers_for(self, choice: Any) -> BundleAnswers:
         answers = self._by_choice.get(choice)
@@ -151,6 +182,7 @@ class BundleMemo:
             return
         self.close()
         self._view = view
+        view.unobserve(self._changed)  # (a view handed over brings its observers along)
         view.observe(self._changed)
         self._brokers = self._registry_or_none()
 
@@ -160,19 +192,22 @@ class BundleMemo:
             self._view = None
         self.clear()
 
-    def take_slots(self, count: int) -> bool:
-        """Account `count` more bundle slots; at the bound everything starts over (False: the
-        caller keeps nothing this time)."""
-        if self._slots + count > MAX_SLOTS:
+    def take_bytes(self, count: int) -> bool:
+        """Account `count` more bytes; at the bound everything starts over (False: the caller
+        keeps nothing this time)."""
+        if self._bytes + count > MAX_BYTES:
             self.clear()
             return False
-        self._slots += count
+        self._bytes += count
         return True
+
+    def give_back(self, count: int) -> None:
+        self._bytes = max(0, self._bytes - count)
 
     def clear(self) -> None:
         for answers in self._by_choice.values():
             answers.clear()
-        self._slots = 0
+        self._bytes = 0
 
     def check_brokers(self) -> None:
         """After a registration was rewritten: drop everything if what lookups read of the

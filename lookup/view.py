@@ -217,7 +217,8 @@ class ClusterView:
     def observe(self, observer: Callable[[str], None]) -> None:
         """Call `observer(path)` after every write to the view: a node's path, a children
         list's path with a trailing `/`, or EVERY_PATH when the source replaced the view."""
-        self._observers.append(observer)
+        if observer not in self._observers:  # (once: a view handed over brings its own along)
+            self._observers.append(observer)
 
     def unobserve(self, observer: Callable[[str], None]) -> None:
         if observer in self._observers:

@@ -8,6 +8,7 @@ from pulsar_lookup_gateway.listeners import bundle_memo
 from pulsar_lookup_gateway.listeners.bundle_memo import BundleAnswers, BundleMemo, topic_and_tail
 from pulsar_lookup_gateway.lookup.bundles import NamespaceBundles
 from pulsar_lookup_gateway.lookup.resolve import broker_fingerprint
+from pulsar_lookup_gateway.lookup.topics import MAX_TOPIC_NAME_BYTES
 from pulsar_lookup_gateway.lookup.view import ClusterView
 from pulsar_lookup_gateway.metadata_store.synthetic import (
     broker_id,
@@ -51,8 +52,21 @@ def test_an_entry_answers_every_topic_of_its_bundle_and_request_shape() -> None:
 
 def test_names_the_full_path_would_refuse_or_read_otherwise_are_not_answered() -> None:
     _, _, answers = kept()
-    for name in (PREFIX + "..", PREFIX + ".", PREFIX, PREFIX + "a/b", PREFIX + "ünï", "t0"):
-        assert answers.entry(name.encode(), b"\x18\x00") is None, name
+    too_long = next(  # (in the bundle of the entry)
+        name
+        for name in (f"{PREFIX}{n}{'t' * MAX_TOPIC_NAME_BYTES}" for n in range(100))
+        if BUNDLES.find(zlib.crc32(name.encode())) == BUNDLES.ranges[0]
+    )
+    for name in (
+        PREFIX + "..",
+        PREFIX + ".",
+        PREFIX,
+        PREFIX + "a/b",
+        PREFIX + "ünï",
+        "t0",
+        too_long,
+    ):
+        assert answers.entry(name.encode(), b"\x18\x00") is None, name[:40]
 
 
 def test_a_bundle_owner_write_drops_that_bundle_only() -> None:
@@ -90,10 +104,38 @@ def test_a_new_view_drops_everything_and_closing_forgets_everything() -> None:
     memo.follow(ClusterView.from_snapshot({}))
     assert answers.entry(topic_in(0), b"\x18\x00") is None
     memo.close()
-    assert memo.slots == 0
+    assert memo.bytes_held == 0
 
 
-def test_request_shapes_and_slots_are_bounded() -> None:
+def test_a_view_handed_over_again_and_again_is_followed_once() -> None:
+    """A reloaded snapshot or a lost session hands the observers to the new view: following
+    it must not add the memo again, and closing must leave nothing behind."""
+    old, memo, _ = kept()
+    seen: list[str] = []
+    for _ in range(3):
+        new = ClusterView.from_snapshot(cluster())
+        old.hand_over(new)
+        memo.follow(new)
+        old = new
+    new.observe(seen.append)
+    calls = 0
+    original = memo.clear
+
+    def counted() -> None:
+        nonlocal calls
+        calls += 1
+        original()
+
+    memo.clear = counted  # type: ignore[method-assign]
+    new.put_json("/admin/policies/public/default", {})
+    assert calls == 1 and seen == ["/admin/policies/public/default"]
+    memo.close()
+    calls = 0
+    new.put_json("/admin/policies/public/default", {"x": 1})
+    assert calls == 0
+
+
+def test_request_shapes_and_bytes_are_bounded() -> None:
     _, memo, answers = kept()
     lower = BUNDLES.ranges[0].lower
     for n in range(bundle_memo.MAX_TAILS + 5):
@@ -102,9 +144,20 @@ def test_request_shapes_and_slots_are_bounded() -> None:
     assert shapes == bundle_memo.MAX_TAILS - 1  # (one shape was taken by kept())
     answers.remember(topic_in(0), b"x" * 300, BUNDLES.boundaries, lower, "long")
     assert answers.entry(topic_in(0), b"x" * 300) is None
-    assert memo.slots == bundle_memo.MAX_TAILS * (len(BUNDLES.boundaries) - 1)
-    assert not memo.take_slots(bundle_memo.MAX_SLOTS)  # at the bound: everything starts over
-    assert memo.slots == 0 and answers.entry(topic_in(0), b"\x18\x00") is None
+    assert memo.bytes_held > bundle_memo.MAX_TAILS * 2
+    assert not memo.take_bytes(bundle_memo.MAX_BYTES)  # at the bound: everything starts over
+    assert memo.bytes_held == 0 and answers.entry(topic_in(0), b"\x18\x00") is None
+
+
+def test_what_a_dropped_namespace_held_is_given_back() -> None:
+    """Ownership churn drops namespaces again and again: their bytes must not pile up until
+    the bound drops everything."""
+    view, memo, answers = kept()
+    held = memo.bytes_held
+    for n in range(1000):
+        view.set_children("/namespace/public/default", [f"x{n}"])
+        answers.remember(topic_in(0), b"\x18\x00", BUNDLES.boundaries, 0, "again")
+    assert memo.bytes_held == held
 
 
 def test_topic_and_tail_read_a_memo_key() -> None:
