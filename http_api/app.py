@@ -32,13 +32,20 @@ from __future__ import annotations
 import functools
 import json
 import random
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
+from typing import Any
 from urllib.parse import quote, urlencode
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from pulsar_lookup_gateway.http_api.answer_memo import (
+    MAX_TARGET,
+    Entry,
+    HttpAnswerMemo,
+    open_guard,
+)
 from pulsar_lookup_gateway.http_api.errors import (
     broker_error_response,
     failure_response,
@@ -104,6 +111,8 @@ _MODES = TOPIC_LIST_MODES
 TOPIC_CACHE_SIZE = 16_384
 CACHED_PATH_LENGTH = 512
 BODY_CACHE_SIZE = 4_096
+#: The application's memo of warm lookup answers, where it has one (for tests and operators).
+ANSWER_MEMO = web.AppKey("answer_memo", HttpAnswerMemo)
 
 
 def build_app(
@@ -118,6 +127,7 @@ def build_app(
     broker_link: BrokerLink | None = None,
     authenticate_metrics: bool = True,
     watch_settings: WatchSettings | None = None,
+    memoise_lookups: bool = True,
 ) -> web.Application:
     """The application for one socket; `listener` is the listener that socket is tagged with.
     `authenticator`: who must authenticate, and how (None: nobody, any listener name);
@@ -125,10 +135,12 @@ def build_app(
     `trusted_proxies`: peers whose X-Forwarded-For / Forwarded headers are believed;
     `forwarded_headers`: which of the two, in order of preference (trustedForwardedHeaders);
     `authenticate_metrics`: authenticateMetricsEndpoint; `watch_settings`: the watch* keys
-    (the ownership watch of `service`'s process, shared by its sockets, is made with them)."""
+    (the ownership watch of `service`'s process, shared by its sockets, is made with them);
+    `memoise_lookups`: warm lookups are answered from the socket's memo (http_api.answer_memo)."""
     routes = _Routes(
         service, listener, listener_table, authenticator or Authenticator(), super_users
     )
+    routes.use_memo(memoise_lookups)
     routes.trusted_proxies = trusted_proxies or NetworkTable()
     routes.forwarded_headers = tuple(forwarded_headers)
     routes.broker_link = broker_link  # None: requests only a broker can answer fail (503)
@@ -139,6 +151,8 @@ def build_app(
     # lookup is cheap enough for that to show. Topic routes answer their failures themselves
     # (mapped in http_api.errors); anything else ends in the catch-all route below.
     app = web.Application(client_max_size=64 * 1024)
+    if routes.memo is not None:
+        app[ANSWER_MEMO] = routes.memo
     app.add_routes(
         [
             web.get(f"/lookup/v2/topic/{_TOPIC_PATH}", routes.lookup),
@@ -191,11 +205,39 @@ class _Routes:
         self.watches: WatchEndpoint | None = None
         self.catch_all: web.AbstractResource | None = None
         self.authenticate_metrics = True
+        self.memo: HttpAnswerMemo | None = None
+        self._socket_entries: dict[Hashable, Entry] | None = None
+
+    def use_memo(self, memoise: bool) -> None:
+        """Memoise warm lookups (not on a socket that requires authentication: every route of
+        it does). Where the route of requests that name no listener is the socket's own, its
+        memo is held here (when it needs no credentials): a hit then needs no routing
+        decision."""
+        self.memo = self._socket_entries = None
+        if not memoise or self.guard.required:
+            return
+        self.memo = HttpAnswerMemo(self.service)
+        route = self.router.socket_route
+        if not self.router.located and open_guard(route.guard):
+            self._socket_entries = self.memo.entries_for(route.choice)
 
     # -- Pulsar's REST routes -----------------------------------------------------------------
 
     async def lookup(self, request: web.Request) -> web.Response:
+        memo, entries, key = self.memo, None, None
+        mark = memo.mark() if memo is not None else None
+        if mark is not None and (key := _memo_key(request)) is not None:
+            entries = self._socket_entries
+            if entries is not None:
+                assert memo is not None
+                if (hit := memo.answer(entries, key)) is not None:
+                    return hit
         unnamed, client = self._route(request)
+        if key is not None and entries is None and open_guard(unnamed.guard):
+            assert memo is not None
+            entries = memo.entries_for(unnamed.choice)
+            if (hit := memo.answer(entries, key)) is not None:
+                return hit
         choice: ListenerChoice | None = None
         try:
             role = self._role(request, unnamed.guard)
@@ -211,15 +253,28 @@ class _Routes:
                 # As the broker's web service: after the namespace checks and authorization,
                 # a persistent topic that neither exists nor may be created is 404.
                 await self.service.check_lookup_allowed(topic)
-            if answer.response is ResponseKind.CONNECT:
-                body = _lookup_body(answer.urls)
-                return web.Response(body=body, content_type="application/json", charset="utf-8")
-            location = redirect_location(answer, secure=request.secure)
+            connect = answer.response is ResponseKind.CONNECT
+            respond: Callable[[Any], web.Response]
+            argument: Any  # the body's bytes, or the redirect's location
+            if connect:
+                respond, argument = _connect_response, _lookup_body(answer.urls)
+            else:
+                respond, argument = (
+                    _redirect_response,
+                    redirect_location(answer, secure=request.secure),
+                )
         except LookupFailure as failure:
             # (the raw path: the topic may be what failed to parse)
             self.service.log_refused("http", client, choice, request.rel_url.raw_path, failure)
             return failure_response(failure)
-        return web.Response(status=307, headers={"Location": location})
+        # Not memoised: a redirect to a peer cluster (a host of it chosen at random), an
+        # answer for a listener that requires credentials (a role was authorized for it).
+        if entries is not None and answer.peer_cluster is None and open_guard(route.guard):
+            assert memo is not None and mark is not None and key is not None
+            tally = self.service.tally_for(choice, "http")
+            size = len(key[0]) + len(key[1] or "") + len(argument)
+            memo.remember(mark, entries, key, size, (respond, argument, tally, connect))
+        return respond(argument)
 
     async def protocol(self, request: web.Request) -> web.Response:
         """The owner's endpoints of a protocol handler for the client's listener (chosen as for
@@ -581,6 +636,26 @@ def lookup_data(urls: BrokerUrls) -> dict[str, str]:
         "nativeUrl": broker_url,
         "brokerUrlSsl": "",
     }
+
+
+def _memo_key(request: web.Request) -> tuple[str, str | None, bool] | None:
+    """What a lookup's answer depends on in the request (http_api.answer_memo): its raw target
+    (path and query, from which aiohttp derives both), the listener header (as `_choose`
+    reads it) and TLS (a redirect's scheme); None for targets too long to keep."""
+    target = request.raw_path
+    header = request.headers.get(LISTENER_HEADER)
+    if len(target) > MAX_TARGET or (header is not None and len(header) > MAX_TARGET):
+        return None
+    return target, header, request.secure
+
+
+# The two answers of a lookup, made by the full path and by the memo alike (byte for byte).
+def _connect_response(body: bytes) -> web.Response:
+    return web.Response(body=body, content_type="application/json", charset="utf-8")
+
+
+def _redirect_response(location: str) -> web.Response:
+    return web.Response(status=307, headers={"Location": location})
 
 
 @functools.lru_cache(maxsize=BODY_CACHE_SIZE)
