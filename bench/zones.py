@@ -1,11 +1,12 @@
 """Zone resolution on Spark: (topic, zone) pairs per second of `resolve-zones` on local[2] for
 1M topics x 3 zones, with its fast plan (the job's: an answer table computed on the driver, looked
 up in Spark's engine) and the per-pair plan it replaced (`resolve()` for every pair in Python
-workers), each in a fresh process (a cold JVM), and sequential HTTP lookups through the gateway
+workers), each run in a fresh process (a cold JVM), and sequential HTTP lookups through the gateway
 measured in the same run (a 10,000-lookup sample, extrapolated to the same number of pairs).
 
     .venv/bin/python -m bench.zones [--topics 1000000] [--sample 10000] [--no-per-pair]
-                                    [--no-write] [--conf KEY=VALUE ...]
+                                    [--no-class-archive] [--runs N] [--no-write]
+                                    [--conf KEY=VALUE ...]
 
 The cluster: 20 brokers, 10 namespaces x 64 bundles, 90% of the bundles owned, listener
 `partner` advertised by 15 of the 20 brokers. Zones: dc (internal), internet (external, TLS),
@@ -13,28 +14,37 @@ partner (partner). The topics are generated as one Parquet file in a temp dir.
 
 Spark: the job as `resolve-zones` runs it (`zones.cli.run`: snapshot file read, answer table,
 Parquet write partitioned by zone, summary, CSV and PNG), timed end to end; the SparkSession start
-(JVM) is timed separately; Spark's event log gives each phase's wall and CPU time. The per-pair
-plan runs the job as it was before (`zones.spark.per_pair_plan`, the summary read back from the
-Parquet). Baseline: the gateway's HTTP app (`http_api.app.build_app` on a `LookupService` over a
-`FileSource` of the same snapshot, in a child process) answering one lookup at a time
-(`?listenerName=<zone's listener>`, keep-alive, 307s not followed) for random (topic, zone) pairs.
-Results go to BENCHMARKS.md under "## Zone resolution (Spark)".
+(JVM) is timed separately; Spark's event log gives each phase's wall and CPU time, and the CPU of
+the whole process tree (the job's Python, the JVM, the Python workers) is measured as this process
+reaps them. As `resolve-zones` does by default, the driver JVM maps a class-data archive in the
+user's cache (here a fresh folder): the first fast-plan run records it, then runs with it mapped
+and without one (`--no-class-archive`) alternate, `--runs` times; the figure is the median run
+with the archive mapped. The per-pair plan runs the job as it was before
+(`zones.spark.per_pair_plan`, the summary read back from the Parquet). Baseline: the gateway's
+HTTP app (`http_api.app.build_app` on a `LookupService` over a `FileSource` of the same snapshot,
+in a child process) answering one lookup at a time (`?listenerName=<zone's listener>`,
+keep-alive, 307s not followed) for random (topic, zone) pairs. Results go to BENCHMARKS.md under
+"## Zone resolution (Spark)".
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes
 import json
 import multiprocessing
 import os
 import platform
 import random
+import resource
+import shutil
 import sys
 import tempfile
 import textwrap
 import time
 from dataclasses import dataclass
+from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -55,6 +65,7 @@ NAMESPACES = 10
 BUNDLES = 64
 ZONES = (Zone("dc", "internal"), Zone("internet", "external", True), Zone("partner", "partner"))
 PARTNER_BROKERS = 15  # brokers 1..15 advertise `partner`; 16..20 lack it
+_PR_SET_CHILD_SUBREAPER = 36  # prctl(2)
 
 
 def partner_urls(i: int) -> dict[str, str]:
@@ -114,6 +125,9 @@ class SparkResult:
     pairs: int
     # Spark's jobs by description: (wall s, task CPU s); see `phases`
     phases: dict[str, tuple[float, float]]
+    kind: str = ""  # no archive | recording | archive (the class-data archive)
+    cpu_s: float = 0.0  # CPU of the whole process tree (see `run_spark`)
+    load: float = 0.0  # the 1-minute load average as the run started
 
     @property
     def total_s(self) -> float:
@@ -145,7 +159,7 @@ def _per_pair_job(args: argparse.Namespace) -> int:
 
     zones = read_zones(args.zones)
     nodes = read_nodes(parse_metadata_url(args.metadata))
-    spark, _owned = session(args.master)
+    spark = session(args.master).spark
     topics = read_topics(spark, args.topics, "parquet")
     answers = str(Path(args.out) / "answers")
     frame = per_pair_plan(spark, nodes, topics, zones, ResolvePolicy())
@@ -161,18 +175,29 @@ def _spark_child(
     master: str,
     plan: str,
     conn: Connection,
-    class_archive: str | None,
+    cache: str | None,
     conf: tuple[str, ...] = (),
 ) -> None:
     """Child process (a cold JVM): the SparkSession, then the job; sends a SparkResult.
-    `class_archive`: as `resolve-zones --class-archive` (recorded when missing)."""
-    from pulsar_lookup_gateway.zones.class_archive import ClassArchive
+    `cache`: the user's cache folder ($XDG_CACHE_HOME) of resolve-zones' default class
+    archive, recorded there when missing; None: no archive (`--no-class-archive`)."""
     from pulsar_lookup_gateway.zones.cli import run
-    from pulsar_lookup_gateway.zones.spark import local_session, stop_session
+    from pulsar_lookup_gateway.zones.spark import (
+        default_class_archive,
+        local_session,
+        stop_session,
+    )
 
-    archive = ClassArchive.at(class_archive) if class_archive else None
-    kind = "cold" if archive is None else "recording" if archive.records else "archive"
-    events = Path(work) / f"events-{plan}-{kind}"
+    settings = dict(item.split("=", 1) for item in conf)
+    archive = None
+    if cache is not None:
+        os.environ["XDG_CACHE_HOME"] = cache
+        # what `resolve-zones` does for a local master it starts (zones.spark.session)
+        archive, why = default_class_archive(settings.get("spark.driver.extraJavaOptions", ""))
+        if archive is None:
+            raise RuntimeError(f"no default class archive: {why}")
+    kind = "no archive" if archive is None else "recording" if archive.records else "archive"
+    events = Path(work) / f"events-{plan}-{kind.replace(' ', '-')}-{os.getpid()}"
     events.mkdir()
     started = time.perf_counter()
     spark = local_session(
@@ -182,7 +207,7 @@ def _spark_child(
             "spark.eventLog.enabled": "true",
             "spark.eventLog.compress": "false",
             "spark.eventLog.dir": events.as_uri(),
-            **dict(item.split("=", 1) for item in conf),
+            **settings,
         },
         class_archive=archive,
     )
@@ -198,31 +223,89 @@ def _spark_child(
     if code != 0:
         raise RuntimeError(f"resolve-zones exited with {code}")
     pairs = pq.ParquetDataset(Path(work) / "out" / "answers").read(columns=["response"]).num_rows
-    conn.send(SparkResult(session_start, job, pairs, phases(events)))
+    conn.send(SparkResult(session_start, job, pairs, phases(events), kind))
+
+
+def _become_subreaper() -> bool:
+    """Orphans of our children (the JVM once its Python exits, its Python workers) are
+    re-parented to this process, so that reaping them counts their CPU in RUSAGE_CHILDREN.
+    Linux only; False elsewhere (the CPU figure then misses them)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+def _children() -> set[int]:
+    me = os.getpid()
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == me:
+                found.add(int(entry.name))
+    return found
+
+
+def _reap_orphans(keep: set[int], deadline_s: float = 300.0) -> None:
+    """Waits for every child but `keep` (orphans re-parented here) to exit, and reaps it."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        except ChildProcessError:
+            return
+        if not _children() - keep:
+            return
+        time.sleep(0.05)
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def run_spark(
     work: Path,
     master: str,
     plan: str,
-    class_archive: Path | None = None,
+    cache: Path | None = None,
     conf: tuple[str, ...] = (),
 ) -> SparkResult:
+    """One job in a fresh process (a cold JVM); `cache`: see `_spark_child`. Its `cpu_s` is
+    the CPU of the whole process tree (the job's Python, the JVM with its compiler and
+    collector threads, the Python workers), when this process can be their subreaper."""
     context = multiprocessing.get_context("spawn")
+    resource_tracker.ensure_running()  # a child of ours that outlives the run
+    tree = _become_subreaper()
+    before_children, before_cpu = _children(), _children_cpu()
+    load = os.getloadavg()[0]
     parent, child = context.Pipe()
-    archive = str(class_archive) if class_archive else None
     process = context.Process(
-        target=_spark_child, args=(str(work), master, plan, child, archive, conf)
+        target=_spark_child,
+        args=(str(work), master, plan, child, None if cache is None else str(cache), conf),
     )
     process.start()
     try:
-        if not parent.poll(900):
-            raise RuntimeError(f"the {plan} Spark job did not finish")
+        deadline = time.monotonic() + 900
+        while not parent.poll(1):
+            if not process.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the {plan} Spark job failed or did not finish")
         result: SparkResult = parent.recv()
     finally:
         process.join(60)
         if process.is_alive():
             process.kill()
+        if tree:
+            _reap_orphans(before_children)
+    result.cpu_s = _children_cpu() - before_cpu
+    result.load = load
+    shutil.rmtree(work / "out", ignore_errors=True)
     return result
 
 
@@ -381,9 +464,13 @@ def write_section(path: Path, lines: list[str]) -> None:
 
 #: Spark job descriptions of the fast plan (zones.spark), in the order they run.
 PHASES = (
-    ("resolve-zones: parse and route the topics", "parse, expand and route the topics (cached)"),
-    ("resolve-zones: write the answers", "write the answers (Parquet by zone)"),
-    ("resolve-zones: summary", "summary (Spark aggregations)"),
+    (
+        "resolve-zones: write the answers",
+        "read, parse, route and write the answers (Parquet by zone; the routed rows cached)",
+    ),
+    ("resolve-zones: count the answer keys", "count the answer keys (from the cache)"),
+    ("resolve-zones: write the per-pair answers", "write the per-pair answers"),
+    ("resolve-zones: summary", "summary"),
 )
 
 
@@ -398,7 +485,15 @@ def main(argv: list[str]) -> None:
     parser.add_argument(
         "--no-class-archive",
         action="store_true",
-        help="skip the fast plan's runs with a class-data archive (one records it, one uses it)",
+        help="only runs without a class-data archive (as `resolve-zones --no-class-archive`); "
+        "by default the first fast-plan run records the default archive in a fresh cache "
+        "folder, and then runs with it mapped and without one alternate",
+    )
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=1,
+        help="rounds of the fast plan's runs (archive mapped, then none), after the recording",
     )
     parser.add_argument("--no-write", action="store_true", help="do not update BENCHMARKS.md")
     parser.add_argument(
@@ -423,27 +518,30 @@ def main(argv: list[str]) -> None:
         print(f"HTTP: {http_rate:,.0f} sequential lookups/s; statuses {statuses}", flush=True)
         old = None if args.no_per_pair else run_spark(work, args.master, "per-pair")
         if old is not None:
-            print(f"per-pair plan: {old.session_start_s:.1f} s + {old.job_s:.1f} s", flush=True)
+            print(f"per-pair plan: {_described_run(old)}", flush=True)
         conf = tuple(args.conf)
-        new = run_spark(work, args.master, "fast", conf=conf)
-        print(f"fast plan: {new.session_start_s:.1f} s + {new.job_s:.1f} s", flush=True)
-        recording = archived = None
-        if not args.no_class_archive:
-            archive = work / "spark-classes.jsa"
-            recording = run_spark(work, args.master, "fast", archive, conf)
-            if not archive.is_file():
-                raise RuntimeError("the recording run wrote no class archive")
-            archived = run_spark(work, args.master, "fast", archive, conf)
-            print(
-                f"with a class archive: {archived.session_start_s:.1f} s + "
-                f"{archived.job_s:.1f} s (recording it: {recording.total_s:.1f} s)",
-                flush=True,
-            )
+        # resolve-zones' default: the class archive in the user's cache, here a fresh one
+        cache = None if args.no_class_archive else work / "cache"
+        recording = None
+        if cache is not None:
+            recording = run_spark(work, args.master, "fast", cache, conf)
+            print(f"fast plan, {_described_run(recording)}", flush=True)
+            if recording.kind != "recording" or not list(cache.rglob("*.jsa")):
+                raise RuntimeError("the first run recorded no class archive")
+        mapped: list[SparkResult] = []
+        cold: list[SparkResult] = []
+        for _ in range(args.runs):  # alternated: the load of the others' work varies
+            if cache is not None:
+                mapped.append(run_spark(work, args.master, "fast", cache, conf))
+                print(f"fast plan, {_described_run(mapped[-1])}", flush=True)
+            cold.append(run_spark(work, args.master, "fast", None, conf))
+            print(f"fast plan, {_described_run(cold[-1])}", flush=True)
 
     expected = args.topics * len(ZONES)
-    for result in (new, old, recording, archived):
+    for result in (old, recording, *mapped, *cold):
         if result is not None and result.pairs != expected:
             raise RuntimeError(f"the job wrote {result.pairs} answers, expected {expected}")
+    new = _median(mapped or cold)  # the default: the archive mapped
     table_s, table_answers = table_cost_s()
     core_us = python_cost_us()
     pairs = new.pairs
@@ -454,15 +552,18 @@ def main(argv: list[str]) -> None:
         "internet: external, TLS; partner: a listener 5 of the 20 brokers lack) on a snapshot "
         f"of {BROKERS} brokers and {NAMESPACES} namespaces x {BUNDLES} bundles (90% owned). "
         f"**Spark**: `resolve-zones` (`zones.cli.run`) on `{args.master}`, from reading the "
-        "snapshot file to the Parquet answers, the summary CSV and the PNG, each plan in a "
-        "fresh process (a cold JVM). **Fast plan** (the job's): the driver answers every "
-        "(bundle, domain) once with `resolve_pairs`, Spark's engine looks the answers up. "
-        "**Per-pair plan** (before): `resolve()` for every pair in the Python workers, the "
-        "summary read back from the Parquet. **Baseline**: the gateway's HTTP lookup route "
-        "(`build_app` + `LookupService` + `FileSource` on the same snapshot, in one child "
-        "process), asked one lookup at a time over one keep-alive connection on 127.0.0.1: "
-        f"{args.sample:,} random (topic, zone) pairs ({statuses_text}), extrapolated to the same "
-        "number of pairs."
+        "snapshot file to the Parquet answers, the summary CSV and the PNG, each run in a "
+        "fresh process (a cold JVM); by default its driver JVM maps the class-data archive "
+        "that the first run recorded in the user's cache (here a fresh one). **Fast plan** "
+        "(the job's): the driver answers every (bundle, domain) once with `resolve_pairs`, "
+        "Spark's engine looks the answers up. **Per-pair plan** (before): `resolve()` for "
+        "every pair in the Python workers, the summary read back from the Parquet. "
+        "**Baseline**: the gateway's HTTP lookup route (`build_app` + `LookupService` + "
+        "`FileSource` on the same snapshot, in one child process), asked one lookup at a time "
+        f"over one keep-alive connection on 127.0.0.1: {args.sample:,} random (topic, zone) "
+        f"pairs ({statuses_text}), extrapolated to the same number of pairs. **CPU**: of the "
+        "whole process tree (the job's Python, the JVM with its compiler and collector "
+        "threads, the Python workers), which the others' load on the cores does not change much."
     )
 
     def row(what: str, seconds: float) -> str:
@@ -470,13 +571,12 @@ def main(argv: list[str]) -> None:
 
     rows = [
         row("Spark job, fast plan (`run`)", new.job_s),
-        row("fast plan + SparkSession (JVM) start", new.total_s),
+        row(f"fast plan + SparkSession (JVM) start, {_KINDS[new.kind]}", new.total_s),
     ]
-    if archived is not None and recording is not None:
-        rows += [
-            row("fast plan + start, `--class-archive` (mapped)", archived.total_s),
-            row("fast plan + start, `--class-archive` (the run recording it)", recording.total_s),
-        ]
+    if mapped and cold:
+        rows.append(row(f"fast plan + start, {_KINDS['no archive']}", _median(cold).total_s))
+    if recording is not None:
+        rows.append(row(f"fast plan + start, {_KINDS['recording']}", recording.total_s))
     if old is not None:
         rows += [
             row("Spark job, per-pair plan (before)", old.job_s),
@@ -492,6 +592,12 @@ def main(argv: list[str]) -> None:
             f"**{old.total_s / new.total_s:.1f}x** |"
         )
     rows.append(f"| **fast plan / sequential HTTP** | | | **{http_time / new.job_s:.0f}x** |")
+    each = [
+        f"| {_KINDS[r.kind]} | {r.load:.1f} | {r.session_start_s:.1f} s | {r.job_s:.1f} s "
+        f"| {r.total_s:.1f} s | {r.cpu_s:.1f} s |"
+        for r in (recording, *mapped, *cold, old)
+        if r is not None
+    ]
 
     cpu = sum(c for _w, c in new.phases.values())
     steps = [f"SparkSession (JVM) start {new.session_start_s:.1f} s"]
@@ -505,42 +611,24 @@ def main(argv: list[str]) -> None:
         "query planning and code generation; CSV and PNG)"
     )
     where = (
-        f"- Where the time goes (fast plan, Spark's event log): {'; '.join(steps)}. Task CPU "
-        f"in all: {cpu:.1f} s on 2 cores. The answer table: {table_answers:,} `resolve_pairs` "
-        f"calls in {1000 * table_s:.0f} ms (measured in this process). Writing 3M rows of 11 "
-        "columns with Spark's Parquet writer is the largest share of the CPU; a cold JVM (JIT "
-        "and code generation) about doubles the CPU time a warm one needs."
+        f"- Where the time goes (the default run, Spark's event log): {'; '.join(steps)}. Task "
+        f"CPU in all: {cpu:.1f} s of the {new.cpu_s:.1f} s of CPU of the process tree (the rest: "
+        "the JIT compilers, class loading, query planning, the Python processes). The answer "
+        f"table: {table_answers:,} `resolve_pairs` calls in {1000 * table_s:.0f} ms (measured in "
+        "this process)."
     )
     before = (
         f"- The per-pair plan answered a pair in {core_us:.1f} us of Python "
         "(`zones.pairs.resolve_pairs`, measured in this run, no Spark): at most "
         f"{2e6 / core_us:,.0f} pairs/s on 2 cores, before Spark's own work."
     )
-    by_hand = (
-        "- Measured by hand (2026-11-24, not by this script): two full runs of this script gave "
-        "40.2 and 41.2 s with a cold JVM, 35.1 and 30.8 s with the archive (Spark's runs vary by "
-        "some 4 s here). The same job run a second time in "
-        "one JVM took 11.6 s against 32.1 s for the first, so about two thirds of a cold job is "
-        "the JVM warming up (class loading, JIT compilation, Spark's code generation); "
-        "`--class-archive` takes away the class loading part. Tried in A/B runs in one session "
-        "and not kept: a Parquet writer per zone instead of Spark's sort by zone (no faster), no "
-        "dictionary for topic names (no faster), an uncompressed in-memory cache (no faster), "
-        "C1-only JIT (slower), whole-stage code generation off (slower), ParallelGC (within "
-        "noise). The 20 s target would take a warm JVM (a long-lived Spark session serving "
-        "many jobs) or far fewer rows to write."
-    )
     total = new.total_s
-    with_archive = (
-        ""
-        if archived is None
-        else f"; {archived.total_s:.1f} s with `--class-archive` recorded by an earlier run "
-        f"(**{'met' if archived.total_s <= 20 else 'not met'}** that way)"
-    )
+    command = f".venv/bin/python -m bench.zones --topics {args.topics} --sample {args.sample}"
     lines = [
         SECTION,
         "",
         "```",
-        f".venv/bin/python -m bench.zones --topics {args.topics} --sample {args.sample}",
+        command + "".join(f" --{flag}" for flag in _flags(args)),
         "```",
         "",
         *textwrap.wrap(setup, 100),
@@ -551,17 +639,49 @@ def main(argv: list[str]) -> None:
         "|---|---|---|---|",
         *rows,
         "",
+        "| run (in this order) | load average | JVM start | job | total | CPU of all processes |",
+        "|---|---|---|---|---|---|",
+        *each,
+        "",
         f"Goal: {expected:,} pairs in at most 20 s on `{args.master}`, JVM start included: "
-        f"**{'met' if total <= 20 else 'not met'}** ({total:.1f} s with a cold JVM{with_archive}).",
+        f"**{'met' if total <= 20 else 'not met'}** ({total:.1f} s, {_KINDS[new.kind]}"
+        f"{f', the median of {len(mapped or cold)} runs' if len(mapped or cold) > 1 else ''}).",
         "",
         *textwrap.wrap(where, 100, subsequent_indent="  "),
         *textwrap.wrap(before, 100, subsequent_indent="  "),
-        *textwrap.wrap(by_hand, 100, subsequent_indent="  "),
     ]
     print("\n".join(lines))
     if not args.no_write:
         write_section(args.out, lines)
         print(f"wrote {SECTION!r} in {args.out}")
+
+
+_KINDS = {
+    "archive": "default (class archive mapped)",
+    "no archive": "`--no-class-archive`",
+    "recording": "the first run (recording the class archive)",
+    "": "per-pair plan",
+}
+
+
+def _described_run(result: SparkResult) -> str:
+    return (
+        f"{_KINDS[result.kind]}: {result.session_start_s:.1f} s + {result.job_s:.1f} s = "
+        f"{result.total_s:.1f} s; CPU of all processes {result.cpu_s:.1f} s; load average "
+        f"{result.load:.1f}"
+    )
+
+
+def _median(results: list[SparkResult]) -> SparkResult:
+    return sorted(results, key=lambda r: r.total_s)[len(results) // 2]
+
+
+def _flags(args: argparse.Namespace) -> list[str]:
+    flags = [f"runs {args.runs}"] if args.runs != 1 else []
+    flags += [
+        name for name in ("no-per-pair", "no-class-archive") if vars(args)[name.replace("-", "_")]
+    ]
+    return flags + [f"conf {item}" for item in args.conf]
 
 
 if __name__ == "__main__":

@@ -23,7 +23,11 @@ from pulsar_lookup_gateway.lookup.protocol_data import PROTOCOL_NAME_RULE, is_pr
 from pulsar_lookup_gateway.lookup.resolve import ResolvePolicy
 from pulsar_lookup_gateway.metadata_store.snapshot import SnapshotError, read_nodes
 from pulsar_lookup_gateway.metadata_store.url import parse_metadata_url
-from pulsar_lookup_gateway.zones.class_archive import ClassArchive, ClassArchiveError
+from pulsar_lookup_gateway.zones.class_archive import (
+    CACHE_FOLDER,
+    ClassArchive,
+    ClassArchiveError,
+)
 from pulsar_lookup_gateway.zones.inputs import check_outputs, check_topics, local_path
 from pulsar_lookup_gateway.zones.pairs import (
     ZonesError,
@@ -104,11 +108,19 @@ def add_arguments(parser: argparse.ArgumentParser, *, master_default: str | None
         help="Spark partitions of the topic list (default: the input's, at least twice the "
         "default parallelism)",
     )
-    parser.add_argument(
+    archive = parser.add_mutually_exclusive_group()
+    archive.add_argument(
         "--class-archive",
         metavar="PATH",
         help="a local master's JVM class-data archive: the first run that names it records it "
-        "(that run is slower), later runs map Spark's classes from it and start sooner",
+        "(that run is slower), later runs map Spark's classes from it and start sooner "
+        f"(default: one in ~/.cache/{CACHE_FOLDER}/ or $XDG_CACHE_HOME/{CACHE_FOLDER}/, per "
+        "Java and Spark installation)",
+    )
+    archive.add_argument(
+        "--no-class-archive",
+        action="store_true",
+        help="a local master's driver JVM neither maps nor records a class-data archive",
     )
     parser.add_argument(
         "--protocol",
@@ -256,7 +268,15 @@ def run(args: argparse.Namespace) -> int:
 
     from pulsar_lookup_gateway.zones.spark import plan_zones, read_topics, session, stop_session
 
-    spark, owned = session(args.master, progress=show_progress(sys.stderr), class_archive=archive)
+    started_session = session(
+        args.master,
+        progress=show_progress(sys.stderr),
+        class_archive=archive,
+        default_archive=not getattr(args, "no_class_archive", False),
+    )
+    spark, owned, archive = started_session.spark, started_session.owned, started_session.archive
+    if started_session.note:
+        print(f"class archive: none ({started_session.note})", flush=True)
     try:
         try:
             topics = read_topics(spark, args.topics, topics_format)

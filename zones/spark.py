@@ -21,6 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
@@ -36,7 +37,7 @@ from pulsar_lookup_gateway.zones.answer_table import (
     build_table,
     summary_counts,
 )
-from pulsar_lookup_gateway.zones.class_archive import ClassArchive
+from pulsar_lookup_gateway.zones.class_archive import ClassArchive, default_archive, start_mapping
 from pulsar_lookup_gateway.zones.pairs import (
     COLUMNS,
     FAILED,
@@ -148,29 +149,58 @@ def _spark_schema(columns: Sequence[str]) -> str:
 
 @dataclass
 class ZonePlan:
-    """One job's answers, as a lazy DataFrame of the answer columns, and their summary.
+    """One job's answers, as lazy DataFrames of the answer columns, and their summary.
 
-    `routed` (cached) holds one row per topic, or per partition of a partitioned topic, with
-    its answer key; a null key sends the topic text to the per-pair path."""
+    `routed` (cached by the first action that reads it, the write) holds one row per topic, or
+    per partition of a partitioned topic, with its answer key; a null key sends the topic text
+    to the per-pair path. `fast` is the table's answers for the rows with a key, `nodes` and
+    `policy` what the per-pair path answers the others with."""
 
     table: AnswerTable
     routed: Any  # DataFrame: topic, partition, key
-    per_pair_texts: int  # topics the per-pair path answers
-    per_pair: Any  # DataFrame of their answer columns (cached), or None
-    answers: Any  # DataFrame of every answer: COLUMNS (and the endpoints with a protocol)
+    fast: Any  # DataFrame of the table's answers
+    nodes: dict[str, Any]
+    policy: ResolvePolicy
+    _keyed: list[tuple[int | None, int]] | None = None
+    _per_pair: Any = None
 
     def write(self, path: str) -> None:
-        """The answers as Parquet partitioned by zone (Spark's overwrite mode)."""
+        """The answers as Parquet partitioned by zone (Spark's overwrite mode). The table's
+        answers are written in the one pass over the topics (which also caches the routed
+        rows); the per-pair path's answers, when any row has no key, are appended from the
+        cache."""
         with _described(self.routed, "resolve-zones: write the answers"):
-            self.answers.write.mode("overwrite").partitionBy("zone").parquet(path)
+            self.fast.write.mode("overwrite").partitionBy("zone").parquet(path)
+        if self.per_pair is not None:
+            with _described(self.routed, "resolve-zones: write the per-pair answers"):
+                self.per_pair.write.mode("append").partitionBy("zone").parquet(path)
+
+    @property
+    def per_pair_texts(self) -> int:
+        """The routed rows the per-pair path answers (topic texts without an answer key)."""
+        return sum(count for key, count in self._key_counts() if key is None)
+
+    @property
+    def per_pair(self) -> Any:
+        """The per-pair path's answers (cached), or None when every row has a key."""
+        if self._per_pair is None and self.per_pair_texts:
+            spark = self.routed.sparkSession
+            answers = _per_pair_answers(spark, self.routed, self.nodes, self.table, self.policy)
+            self._per_pair = answers.persist()
+        return self._per_pair
+
+    @property
+    def answers(self) -> Any:
+        """Every answer as one DataFrame: COLUMNS (and the endpoints with a protocol)."""
+        return self.fast if self.per_pair is None else self.fast.unionByName(self.per_pair)
 
     def summary(self) -> list[SummaryRow]:
         """The summary by Spark aggregations (no answers are read back): topics per answer
         key, joined with the table's answers on the driver, plus the per-pair path's answers
         grouped as `summarize` groups them."""
         with _described(self.routed, "resolve-zones: summary"):
-            keyed = self.routed.where(F.col("key").isNotNull()).groupBy("key").count().collect()
-            counts = summary_counts(self.table, [(r["key"], int(r["count"])) for r in keyed])
+            keyed = [(key, count) for key, count in self._key_counts() if key is not None]
+            counts = summary_counts(self.table, keyed)
             if self.per_pair is not None:
                 counts += _grouped_counts(self.per_pair)
         return build_summary(counts, self.table.zones)
@@ -178,8 +208,17 @@ class ZonePlan:
     def release(self) -> None:
         """Drops the cached frames."""
         self.routed.unpersist()
-        if self.per_pair is not None:
-            self.per_pair.unpersist()
+        if self._per_pair is not None:
+            self._per_pair.unpersist()
+
+    def _key_counts(self) -> list[tuple[int | None, int]]:
+        """Routed rows per answer key (None: the per-pair path's), from the cache: one small
+        job, once."""
+        if self._keyed is None:
+            with _described(self.routed, "resolve-zones: count the answer keys"):
+                rows = self.routed.groupBy("key").count().collect()
+            self._keyed = [(row["key"], int(row["count"])) for row in rows]
+        return self._keyed
 
 
 def _native_names(topics: Any) -> Any:
@@ -352,19 +391,12 @@ def plan_zones(
     are deleted, failing partitioned-topic metadata) go through `resolve_pairs` in Python.
     `protocol`: add the endpoints column of that protocol handler (`zones.pairs`).
 
-    Runs one pass over the topics (parsed, routed and cached); the answers stay lazy until
-    they are written. Call `release()` when done."""
+    Lazy: runs no job; the first action over the answers (the write) parses and routes the
+    topics and caches the routed rows for the rest (the per-pair path, the summary). Call
+    `release()` when done."""
     table, routed, answers = _route(spark, nodes, topics_df, zones, policy, partitions, protocol)
     routed = routed.persist()
-    with _described(routed, "resolve-zones: parse and route the topics"):
-        per_pair_texts = routed.where(F.col("key").isNull()).count()
-    fast = _fast_answers(routed, answers, table)
-    if not per_pair_texts:
-        return ZonePlan(table, routed, 0, None, fast)
-    per_pair_answers = _per_pair_answers(spark, routed, nodes, table, policy).persist()
-    return ZonePlan(
-        table, routed, per_pair_texts, per_pair_answers, fast.unionByName(per_pair_answers)
-    )
+    return ZonePlan(table, routed, _fast_answers(routed, answers, table), nodes, policy)
 
 
 @contextmanager
@@ -498,6 +530,41 @@ def driver_java_options(master: str, given: str = "") -> str:
     return f"{given} -XX:+UseSerialGC".strip()
 
 
+_DEFAULTS_JAVA_OPTIONS = re.compile(
+    r"^[ \t\f]*spark\.driver\.extraJavaOptions(?:[ \t\f]*[=:][ \t\f]*|[ \t\f]+)(.*?)\s*$",
+    re.MULTILINE,
+)
+
+
+def defaults_java_options(env: Mapping[str, str] | None = None) -> str:
+    """`spark.driver.extraJavaOptions` of Spark's defaults file ($SPARK_CONF_DIR, else
+    $SPARK_HOME/conf, spark-defaults.conf), "" without one: a value set on the session builder
+    replaces it, so ours start from it."""
+    from pyspark.find_spark_home import _find_spark_home
+
+    env = os.environ if env is None else env
+    folder = env.get("SPARK_CONF_DIR") or os.path.join(_find_spark_home(), "conf")
+    try:
+        with open(os.path.join(folder, "spark-defaults.conf"), encoding="utf-8") as file:
+            text = file.read()
+    except (OSError, UnicodeDecodeError):
+        return ""
+    found = _DEFAULTS_JAVA_OPTIONS.findall(text)  # a Java properties file: the last one counts
+    return str(found[-1]) if found else ""
+
+
+def default_class_archive(java_options: str = "") -> tuple[ClassArchive | None, str]:
+    """The default class archive (zones.class_archive.default_archive) of the driver JVM this
+    process's PySpark starts, and why there is none."""
+    from pyspark import __version__
+    from pyspark.find_spark_home import _find_spark_home
+
+    submit_args = os.environ.get("PYSPARK_SUBMIT_ARGS", "")
+    return default_archive(
+        Path(_find_spark_home()), __version__, f"{java_options} {submit_args}".strip()
+    )
+
+
 def local_session(
     master: str,
     given: Mapping[str, str] | None = None,
@@ -510,7 +577,8 @@ def local_session(
     Spark settings over ours. `class_archive`: the driver JVM maps its classes from it, or
     records it (zones.class_archive; end such a session with `stop_session`)."""
     conf = dict(given or {})
-    options = driver_java_options(master, conf.get("spark.driver.extraJavaOptions", ""))
+    user_options = conf.get("spark.driver.extraJavaOptions", defaults_java_options())
+    options = driver_java_options(master, user_options)
     if class_archive is not None:
         options = f"{options} {class_archive.java_options()}".strip()
     if options:
@@ -539,25 +607,48 @@ def local_session(
     return spark
 
 
+@dataclass(frozen=True)
+class Started:
+    """The session a job runs on (`session`)."""
+
+    spark: Any
+    owned: bool  # this job started it, and stops it (`stop_session`)
+    archive: ClassArchive | None = None  # the class archive its driver JVM maps or records
+    note: str = ""  # why the default class archive is not used ("" when not wanted)
+
+
 def session(
-    master: str | None, *, progress: bool = False, class_archive: ClassArchive | None = None
-) -> tuple[Any, bool]:
-    """(session, whether this job owns it): an active session (a test's, a notebook's) is
-    used as it is; otherwise a new one, local or from spark-submit's settings. `progress`:
-    Spark's console progress bar on stderr (`spark.ui.showConsoleProgress`), for a session
-    this job creates with a master of its own; under spark-submit its settings decide.
-    `class_archive`: for a local master this job starts (see `local_session`)."""
+    master: str | None,
+    *,
+    progress: bool = False,
+    class_archive: ClassArchive | None = None,
+    default_archive: bool = False,
+) -> Started:
+    """The job's session: an active session (a test's, a notebook's) is used as it is;
+    otherwise a new one, local or from spark-submit's settings. `progress`: Spark's console
+    progress bar on stderr (`spark.ui.showConsoleProgress`), for a session this job creates with
+    a master of its own; under spark-submit its settings decide. `class_archive`: for a local
+    master whose driver JVM this job starts (see `local_session`); `default_archive`: else the
+    default one in the user's cache (`default_class_archive`)."""
     active = SparkSession.getActiveSession()
     if active is not None:
-        return active, False
+        return Started(active, owned=False)
     builder = SparkSession.builder.appName("resolve-zones")
     if master is None:  # spark-submit's --master and --conf settings
-        return builder.getOrCreate(), True
+        return Started(builder.getOrCreate(), owned=True)
     shown = "true" if progress else "false"
-    if master.startswith("local"):
-        settings = {"spark.ui.showConsoleProgress": shown}
-        return local_session(master, settings, class_archive=class_archive), True
-    return builder.master(master).config("spark.ui.showConsoleProgress", shown).getOrCreate(), True
+    if not master.startswith("local"):
+        spark = builder.master(master).config("spark.ui.showConsoleProgress", shown).getOrCreate()
+        return Started(spark, owned=True)
+    note = ""
+    # under spark-submit (a gateway port given) the driver JVM is running already
+    if class_archive is None and default_archive and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        class_archive, note = default_class_archive(defaults_java_options())
+    settings = {"spark.ui.showConsoleProgress": shown}
+    spark, class_archive, failed = start_mapping(
+        class_archive, lambda archive: local_session(master, settings, class_archive=archive)
+    )
+    return Started(spark, owned=True, archive=class_archive, note=failed or note)
 
 
 def stop_session(spark: Any, class_archive: ClassArchive | None = None) -> bool:

@@ -1,15 +1,17 @@
-"""`resolve-zones --class-archive`: the real command line twice in fresh processes (cold JVMs):
-the first run records the archive and moves it into place, the second maps it and answers the
-same."""
+"""`resolve-zones`' class-data archive: the real command line twice in fresh processes (cold
+JVMs), with the default archive in the user's cache: the first run records it and moves it
+into place, the second maps it and answers the same."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from pulsar_lookup_gateway.zones.class_archive import CACHE_FOLDER
 from tests.processes import EXE
 
 DEMO = Path(__file__).resolve().parents[2] / "configs" / "demo-cluster.json"
@@ -17,7 +19,7 @@ DEMO = Path(__file__).resolve().parents[2] / "configs" / "demo-cluster.json"
 SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
-def resolve_zones(tmp_path: Path, out: str, archive: Path) -> str:
+def resolve_zones(tmp_path: Path, out: str) -> str:
     result = subprocess.run(
         [
             EXE, "resolve-zones",
@@ -26,25 +28,30 @@ def resolve_zones(tmp_path: Path, out: str, archive: Path) -> str:
             "--zones", str(tmp_path / "zones.csv"),
             "--out", str(tmp_path / out),
             "--master", "local[1]",
-            "--class-archive", str(archive),
         ],
         capture_output=True, text=True, timeout=240, check=False,
-        env={**os.environ, "JDK_JAVA_OPTIONS": SHORT_LIVED_JVM},
+        env={
+            **os.environ,
+            "JDK_JAVA_OPTIONS": SHORT_LIVED_JVM,
+            "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        },
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
     return result.stdout
 
 
 @pytest.mark.timeout(420)
-def test_the_first_run_records_the_archive_and_the_next_uses_it(tmp_path: Path) -> None:
+def test_the_first_run_records_the_default_archive_and_the_next_uses_it(tmp_path: Path) -> None:
     (tmp_path / "zones.csv").write_text("dc,internal\ninternet,external,true\n")
     (tmp_path / "topics.txt").write_text("orders\nacme/payments/settlements\n")
-    archive = tmp_path / "spark.jsa"
-    first = resolve_zones(tmp_path, "first", archive)
-    assert f"class archive: recorded {archive}" in first
+    first = resolve_zones(tmp_path, "first")
+    recorded = re.search(r"^class archive: recorded (\S+)$", first, re.MULTILINE)
+    assert recorded, first
+    archive = Path(recorded[1])
+    assert archive.parent == tmp_path / "cache" / CACHE_FOLDER
     assert archive.stat().st_size > 1_000_000  # Spark's classes, not a stub
-    assert not list(tmp_path.glob("spark.jsa.*.recording"))
-    second = resolve_zones(tmp_path, "second", archive)
+    assert list(archive.parent.iterdir()) == [archive]  # no recording left behind
+    second = resolve_zones(tmp_path, "second")
     assert f"class archive: used {archive}" in second
     summary = (tmp_path / "first" / "summary.csv").read_text()
     assert summary and (tmp_path / "second" / "summary.csv").read_text() == summary
