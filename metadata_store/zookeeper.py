@@ -4,6 +4,12 @@ kazoo runs its callbacks on its own threads; every result is handed to the event
 `call_soon_threadsafe`, and the view is only ever touched on the loop. The loop never blocks
 on ZooKeeper.
 
+A change reaches the view in as few thread hand-overs as possible, since each one waits for a
+thread to be scheduled and to take the GIL from a loop that may be busy with lookups: the watch
+event and the reply of its re-read are handed to the loop from kazoo's connection thread itself
+(kazoo_threads), and that thread sends the re-read as soon as the watch fires, before the loop
+hears of it.
+
 Connection states (kazoo): SUSPENDED keeps the cache and serves it (stale); LOST means the
 session expired and its watches are gone, so the cache is dropped and rebuilt on reconnect.
 """
@@ -12,14 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NoNodeError
-from kazoo.handlers.threading import AsyncResult
 from kazoo.protocol.states import WatchedEvent
 from kazoo.retry import KazooRetry
 
@@ -27,6 +33,7 @@ from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure, Node
 from pulsar_lookup_gateway.lookup.model import BROKERS_ROOT, LEADER_PATH
 from pulsar_lookup_gateway.lookup.source import SourceStatus
 from pulsar_lookup_gateway.lookup.view import ClusterView
+from pulsar_lookup_gateway.metadata_store.kazoo_threads import HandedResult, LoopHandler, inline
 from pulsar_lookup_gateway.metadata_store.outage_log import OUTAGE_REMINDER, OutageLog, QuietRetries
 from pulsar_lookup_gateway.metadata_store.pending_read import PendingRead
 from pulsar_lookup_gateway.metadata_store.url import MetadataUrl
@@ -39,6 +46,7 @@ LEADER_PARENT = LEADER_PATH.rpartition("/")[0]
 # leader node exists.
 WARM_PATHS = (BROKERS_ROOT + CHILDREN, LEADER_PARENT + CHILDREN, LEADER_PATH)
 WARM_BATCH = 5000  # re-reads in flight at once after a reconnect
+RE_READ = ("CHILD", "CREATED", "CHANGED", "DELETED")  # watch events that call for a re-read
 
 
 KAZOO_LOG = logging.getLogger("kazoo.client")
@@ -67,6 +75,7 @@ class ZooKeeperSource:
             timeout=session_timeout,
             connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0),
             logger=KAZOO_LOG,
+            handler=LoopHandler(),
         )
         self.outage = OutageLog(url, outage_reminder)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -82,6 +91,9 @@ class ZooKeeperSource:
         self._warmed = asyncio.Event()
         self._closing = False
         self.reads = 0  # ZooKeeper reads issued; concurrent misses for one node share one
+        #: Where the time goes from a watch to the view (bench.freshness): called with
+        #: (stage, path) on kazoo's threads and on the loop; None costs one test per event.
+        self.trace: Callable[[str, str], None] | None = None
 
     @property
     def view(self) -> ClusterView:
@@ -153,25 +165,19 @@ class ZooKeeperSource:
         if missing:
             await asyncio.gather(*(self.fetch(child) for child in missing))
 
-    def _start_read(self, path: str, timeout: float | None = None) -> PendingRead:
-        """Ask ZooKeeper for `path` (and set its watch). The read is listed for other lookups
-        of the same path only once kazoo took it, and ends by its own deadline whatever
-        ZooKeeper does: one timer per read, however many lookups wait on it."""
+    def _start_read(
+        self, path: str, timeout: float | None = None, sent: HandedResult | None = None
+    ) -> PendingRead:
+        """Ask ZooKeeper for `path` (and set its watch), or follow `sent`, that read already
+        sent (and maybe answered). The read is listed for other lookups of the same path only
+        once kazoo took it, and ends by its own deadline whatever ZooKeeper does: one timer
+        per read, however many lookups wait on it."""
         loop = self._loop
         assert loop is not None
         read = PendingRead(path)
         generation = self._generation
         try:
-            if path.endswith(CHILDREN):
-                parent = path[: -len(CHILDREN)]
-                # (with the parent's stat: its pzxid dates the list, for the ownership watch)
-                result = self._client.get_children_async(
-                    parent, watch=self._on_watch, include_data=True
-                )
-                self._when_done(result, lambda r: self._children_read(read, parent, generation, r))
-            else:
-                result = self._client.get_async(path, watch=self._on_watch)
-                self._when_done(result, lambda r: self._data_read(read, generation, r))
+            result = sent if sent is not None else self._send_read(path)
         except Exception as exc:  # kazoo refused the call itself (a path it finds invalid)
             read.finish(self._read_error(path, exc))
             return read
@@ -183,26 +189,56 @@ class ZooKeeperSource:
             read,
             self._unavailable(f"reading {path} from ZooKeeper timed out"),
         )
+        if path.endswith(CHILDREN):
+            parent = path[: -len(CHILDREN)]
+            self._when_done(
+                result, path, lambda r: self._children_read(read, parent, generation, r)
+            )
+        else:
+            self._when_done(result, path, lambda r: self._data_read(read, generation, r))
         return read
 
-    def _when_done(self, result: AsyncResult, then: Callable[[AsyncResult], None]) -> None:
-        """Run `then(result)` on the event loop once kazoo completes `result`."""
+    def _send_read(self, path: str) -> HandedResult:
+        """Send the read of `path` (a node, or with CHILDREN its children list) with its watch:
+        on the loop, or on kazoo's connection thread when a watch fires."""
+        if path.endswith(CHILDREN):
+            # (with the parent's stat: its pzxid dates the list, for the ownership watch)
+            parent = path[: -len(CHILDREN)]
+            result = self._client.get_children_async(
+                parent, watch=self._on_watch, include_data=True
+            )
+        else:
+            result = self._client.get_async(path, watch=self._on_watch)
+        return cast(HandedResult, result)  # (LoopHandler's results)
+
+    def _when_done(
+        self, result: HandedResult, path: str, then: Callable[[HandedResult], None]
+    ) -> None:
+        """Run `then(result)` on the event loop once kazoo completes `result`: at once if it
+        is complete (a watch's re-read reaches the loop with its reply)."""
+        if result.ready():
+            then(result)
+            return
         loop = self._loop
         assert loop is not None
 
-        def hand_over(done: AsyncResult) -> None:
+        def hand_over(done: HandedResult) -> None:  # on kazoo's connection thread
+            if self.trace is not None:
+                self.trace("reply", path)
             with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting
                 loop.call_soon_threadsafe(then, done)
 
-        result.rawlink(hand_over)
+        result.when_done(hand_over)
 
-    def _data_read(self, read: PendingRead, generation: int, result: AsyncResult) -> None:
+    def _data_read(self, read: PendingRead, generation: int, result: HandedResult) -> None:
         path = read.path
         if generation != self._generation:
             return self._finish(read, self._unavailable("ZooKeeper session was lost"))
         if result.successful():
             data, stat = result.value
             self._view.put_bytes(path, data or b"", (stat.czxid, stat.mzxid))
+            if self.trace is not None:
+                self.trace("view", path)
             return self._finish(read, None)
         if isinstance(result.exception, NoNodeError):
             # Gone since its parent listed it. No watch of its own: the parent's children
@@ -212,7 +248,7 @@ class ZooKeeperSource:
         return self._finish(read, self._read_error(path, result.exception))
 
     def _children_read(
-        self, read: PendingRead, parent: str, generation: int, result: AsyncResult
+        self, read: PendingRead, parent: str, generation: int, result: HandedResult
     ) -> None:
         if generation != self._generation:
             return self._finish(read, self._unavailable("ZooKeeper session was lost"))
@@ -226,7 +262,7 @@ class ZooKeeperSource:
             # parents' lists do not name them.
             self._view.set_children(parent, [])
             exists = self._client.exists_async(parent, watch=self._on_watch)
-            self._when_done(exists, lambda r: None)
+            self._when_done(exists, parent, lambda r: None)
             return self._finish(read, None)
         return self._finish(read, self._read_error(parent, result.exception))
 
@@ -248,10 +284,32 @@ class ZooKeeperSource:
         for read in inflight.values():
             read.finish(self._unavailable(message))
 
-    # -- watches and connection states (called on kazoo threads) -------------------------
+    # -- watches and connection states (called on kazoo's connection thread) ---------------
 
+    @inline
     def _on_watch(self, event: WatchedEvent) -> None:
+        path = event.path
+        if path is None:
+            return
+        if self.trace is not None:
+            self.trace("watch", path)
+        if self._connected and not self._closing and event.type in RE_READ:
+            # The re-read goes out now, and the loop hears of the watch with its reply: one
+            # turn of a loop busy with lookups, not two, and one hand-over. (A stale
+            # `_connected` costs at most a read the loop drops.)
+            try:
+                sent = self._send_read(path + CHILDREN if event.type == "CHILD" else path)
+            except Exception:  # pragma: no cover - (the loop sends it again, and reports it)
+                pass
+            else:
+                sent.when_done(functools.partial(self._replied, event, self._generation))
+                return
         self._call_on_loop(self._watch_fired, event)
+
+    def _replied(self, event: WatchedEvent, generation: int, sent: HandedResult) -> None:
+        if self.trace is not None and event.path is not None:
+            self.trace("reply", event.path)
+        self._call_on_loop(self._watch_fired, event, sent, generation)
 
     def _on_state(self, state: str) -> None:
         self._call_on_loop(self._state_changed, state)
@@ -261,20 +319,27 @@ class ZooKeeperSource:
             with contextlib.suppress(RuntimeError):
                 self._loop.call_soon_threadsafe(func, *args)
 
-    def _watch_fired(self, event: WatchedEvent) -> None:
+    def _watch_fired(
+        self, event: WatchedEvent, sent: HandedResult | None = None, generation: int = -1
+    ) -> None:
+        """`sent`: the re-read _on_watch sent, complete, if it did, in session `generation`."""
         if not self._connected or event.path is None:
             return
+        if sent is not None and generation != self._generation:
+            sent = None  # (read in a lost session: its watch went with it)
+        if self.trace is not None:
+            self.trace("watch-loop", event.path)
         if event.type == "CHILD":
-            self._refresh(event.path + CHILDREN)
-        elif event.type in ("CREATED", "CHANGED", "DELETED"):
-            self._refresh(event.path)
+            self._refresh(event.path + CHILDREN, sent)
+        elif event.type in RE_READ:
+            self._refresh(event.path, sent)
             if event.type != "CHANGED" and self._view.lists_children_of(event.path):
                 # A parent whose children decide existence appeared or went: list it again.
                 self._refresh(event.path + CHILDREN)
 
-    def _refresh(self, path: str) -> None:
+    def _refresh(self, path: str, sent: HandedResult | None = None) -> None:
         """Re-read a node a watch said changed; the cache serves the old value until then."""
-        self._start_read(path)
+        self._start_read(path, sent=sent)
         if path == BROKERS_ROOT + CHILDREN and self._loop is not None:
             task = self._loop.create_task(self._fetch_children_after(path))
             self._tasks.add(task)  # a reference, or the loop may collect it while it runs
