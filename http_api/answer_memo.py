@@ -96,7 +96,7 @@ class HttpAnswerMemo:
         started = perf_counter()
         respond, argument, tally, connect = entry
         response = respond(argument)
-        tally.answered(perf_counter() - started, connect)
+        tally.answered_together(1, perf_counter() - started, connect)
         return response
 
     def remember(

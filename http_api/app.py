@@ -650,8 +650,12 @@ def _memo_key(request: web.Request) -> tuple[str, str | None, bool] | None:
 
 
 # The two answers of a lookup, made by the full path and by the memo alike (byte for byte).
+# (aiohttp copies ready headers faster than it builds the Content-Type; a dict copies fastest.)
+_JSON_HEADERS = {"Content-Type": "application/json; charset=utf-8"}  # never changed
+
+
 def _connect_response(body: bytes) -> web.Response:
-    return web.Response(body=body, content_type="application/json", charset="utf-8")
+    return web.Response(body=body, headers=_JSON_HEADERS)
 
 
 def _redirect_response(location: str) -> web.Response:
