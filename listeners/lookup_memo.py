@@ -93,12 +93,12 @@ def answer_run(
     entries: dict[bytes, Any],
     out: list[bytes],
     hits: list[Any],
-    cold: Callable[[bytes, bytes], Any] | None = None,
+    cold: Callable[[bytes, bytes, bytes], Any] | None = None,
 ) -> int:
     """Answer the whole frames of `data` from `pos` on, in order, for as long as each is a
     LOOKUP in canonical shape, shorter than 128 bytes, no larger than `max_frame_size`, whose
     key is in `entries` (values: (AnswerTemplate, outcome)), or, given `cold`, for which
-    `cold(topic, the fields after the request id)` gives such a value: its answer frame is
+    `cold(key, topic, the fields after the request id)` gives such a value: its answer frame is
     appended to `out` and its outcome to `hits`. Returns where it stopped: the end of `data`,
     a partial frame, or a frame for the caller's full path (any other command, shape or size,
     a key not memoised, a malformed frame), which the caller's frame decoder reads and checks
@@ -134,11 +134,13 @@ def answer_run(
         width = end_of_id - request_id
         if width > 9 or (width > 1 and not data[end_of_id - 1]):
             break  # not a minimal varint below 2**63: split_lookup refuses it too
-        entry = get(data[pos + _KEY_OFFSET : topic_end] + data[end_of_id:following])
+        key = data[pos + _KEY_OFFSET : topic_end] + data[end_of_id:following]
+        entry = get(key)
         if entry is None:
             if cold is None:
                 break
-            entry = cold(data[pos + _SHORT_HEAD_SIZE : topic_end], data[end_of_id:following])
+            topic = data[pos + _SHORT_HEAD_SIZE : topic_end]
+            entry = cold(key, topic, data[end_of_id:following])
             if entry is None:
                 break
         template = entry[0]

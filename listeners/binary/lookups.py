@@ -11,6 +11,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable
 from time import perf_counter
+from typing import Any
 
 from pulsar_lookup_gateway.listeners.auth import not_authenticated
 from pulsar_lookup_gateway.listeners.binary.answer_frames import AnswerFrames
@@ -176,7 +177,7 @@ class Lookups:
             return 0  # the full path refuses lookups now
         hits: list[tuple[LookupTally, bool]] = []
         started = perf_counter()
-        cold = bundles.entry if bundles is not None else None
+        cold = self._promoting(memo, bundles) if bundles is not None else None
         pos = answer_run(data, 0, max_frame_size, memo, out, hits, cold)
         if hits:
             answered = len(hits)
@@ -188,6 +189,22 @@ class Lookups:
                 for (tally, connect), count in Counter(hits).items():
                     tally.answered_together(count, each, connect)
         return pos
+
+    def _promoting(
+        self, memo: Memo, bundles: BundleAnswers
+    ) -> Callable[[bytes, bytes, bytes], Any]:
+        """The bundle memo's answer to a LOOKUP the memo lacks, memoised by the request's own
+        key too when there is one (the next time it is one dict read: the memo is dropped at
+        the next view version, before any bundle entry it copies can be)."""
+        entry_of, remember = bundles.entry, self.memo.remember
+
+        def answer(key: bytes, topic: bytes, tail: bytes) -> Any:
+            entry = entry_of(topic, tail)
+            if entry is not None:
+                remember(memo, key, entry)
+            return entry
+
+        return answer
 
     def answer_frame(
         self, body: bytes, memo: Memo, session: Session, dispatch: Dispatch, out: list[bytes]
@@ -201,7 +218,7 @@ class Lookups:
         if entry is None and session.bundles is not None:
             cold = topic_and_tail(split[0])
             if cold is not None:
-                entry = session.bundles.entry(*cold)
+                entry = self._promoting(memo, session.bundles)(split[0], *cold)
         if entry is None or not self._admission.has_room():
             command = codec.decode_command(body)
             # The full path memoises its answer to a request in protobuf's own shape only (a
