@@ -4,7 +4,7 @@ goes in between.
 
     .venv/bin/python -m bench.freshness [--probes 300] [--max-seconds 60] [--gap-ms 20]
         [--namespaces 20] [--bundles 1000] [--brokers 20] [--topics 2000]
-        [--connections 64] [--depth 16] [--switch-interval-ms MS]
+        [--connections 64] [--depth 16] [--switch-interval-ms MS] [--raw FILE]
 
 A real ZooKeeper seeded with `namespaces x bundles` owned bundles and `brokers` brokers; the
 gateway (BinaryServer + LookupService on a ZooKeeperSource, one event loop, as
@@ -14,13 +14,16 @@ bench.binary_lookup builds it) in a child process; the load generator in this pr
 and socket must not wait for the load generator's GIL). A probe writes a bundle's ownership
 znode to another broker, then asks for a topic of that bundle over its own connection, one
 lookup after another, until the answer names the new broker: the latency is from the write's
-acknowledgement to that answer. The same run probes first without load (the baseline), then
-under load.
+acknowledgement to that answer. After each change is seen the prober pauses 0 to 2 x
+`gap-ms` at random. The same run probes first without load (the baseline), then under load;
+the load also runs a window without writes, to show what the writes cost it.
 
 Where the time goes: the gateway child records, for the probed znodes, when kazoo's connection
 thread read the watch event and the re-read's reply (bench-only wrappers of kazoo), when the
 source's own callbacks ran on kazoo's threads and on the loop (ZooKeeperSource.trace), and
-when the view held the new owner; each as milliseconds after the write's acknowledgement.
+when the view held the new owner; each as milliseconds after the write's acknowledgement. And
+the loop's turns of LONG_TURN or more under load, with the loop thread's CPU time in them, and
+the garbage collector's passes.
 """
 
 from __future__ import annotations
@@ -70,9 +73,9 @@ _HEADER = struct.Struct(">I")
 #: The steps from a write to the changed answer, in order (see the module's docstring).
 STAGES = (
     ("watch-conn", "watch event read (kazoo connection thread)"),
-    ("watch", "watch callback (kazoo thread)"),
+    ("watch", "the source's watch callback (a kazoo thread)"),
     ("reply-conn", "re-read's reply read (kazoo connection thread)"),
-    ("reply", "reply callback (kazoo thread)"),
+    ("reply", "the source's reply callback (a kazoo thread)"),
     ("watch-loop", "the watch reaches the loop"),
     ("view", "view holds the new owner (loop)"),
     ("answer", "changed answer received (prober)"),
