@@ -16,6 +16,7 @@ BENCHMARKS = (
     "workers",
     "client_location",
     "watch",
+    "freshness",
 )
 
 
