@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import struct
 from typing import Any
 
 import pytest
@@ -27,6 +26,7 @@ from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooK
 from pulsar_lookup_gateway.metadata_store.synthetic import broker_id, broker_node, ownership_node
 from pulsar_lookup_gateway.metadata_store.url import parse_metadata_url
 from pulsar_lookup_gateway.metadata_store.zookeeper import ZooKeeperSource
+from tests.integration.test_lookup_memo_equivalence import Conversation
 
 HOST = "127.0.0.1"
 WAIT = 10.0
@@ -80,28 +80,6 @@ def requests(rng: random.Random, count: int) -> list[bytes]:
         )
         for _ in range(count)
     ]
-
-
-async def read_frame(reader: asyncio.StreamReader) -> bytes:
-    head = await asyncio.wait_for(reader.readexactly(4), WAIT)
-    return head + await asyncio.wait_for(reader.readexactly(struct.unpack(">I", head)[0]), WAIT)
-
-
-class Conversation:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
-
-    @classmethod
-    async def open(cls, port: int) -> Conversation:
-        reader, writer = await asyncio.open_connection(HOST, port)
-        writer.write(codec.connect("bundle-memo-test", 21))
-        await read_frame(reader)  # CONNECTED
-        return cls(reader, writer)
-
-    async def ask(self, frames: list[bytes]) -> list[bytes]:
-        """Answers in order: every node the storm reads is in the view before it is sent."""
-        self.writer.write(b"".join(frames))
-        return [await read_frame(self.reader) for _ in frames]
 
 
 #: Writes made between batches: (what, ZooKeeper operation, path, content; None: deleted).
