@@ -225,6 +225,13 @@ class LookupMemo:
         entries[key] = value
         self._key_bytes += len(key)
 
+    def remember_if_room(self, entries: dict[bytes, Any], key: bytes, value: Any) -> None:
+        """Remember unless a bound is reached (then nothing: a storm of distinct topics must
+        not make the memo start over again and again)."""
+        if len(entries) < self._max_entries and self._key_bytes + len(key) <= self._max_key_bytes:
+            entries[key] = value
+            self._key_bytes += len(key)
+
     def clear(self) -> None:
         for entries in self._by_choice.values():
             entries.clear()

@@ -194,9 +194,10 @@ class Lookups:
         self, memo: Memo, bundles: BundleAnswers
     ) -> Callable[[bytes, bytes, bytes], Any]:
         """The bundle memo's answer to a LOOKUP the memo lacks, memoised by the request's own
-        key too when there is one (the next time it is one dict read: the memo is dropped at
-        the next view version, before any bundle entry it copies can be)."""
-        entry_of, remember = bundles.entry, self.memo.remember
+        key too while the memo has room (the next time it is one dict read; the memo is
+        dropped at the next view version, before any bundle entry it copies can be; a storm
+        of distinct topics fills it once and does not make it start over)."""
+        entry_of, remember = bundles.entry, self.memo.remember_if_room
 
         def answer(key: bytes, topic: bytes, tail: bytes) -> Any:
             entry = entry_of(topic, tail)

@@ -131,6 +131,18 @@ def test_the_memo_is_bounded_and_forgets_an_older_view() -> None:
     assert entries == {} and memo.entries_for("choice") is entries
 
 
+def test_remembering_if_there_is_room_never_starts_over() -> None:
+    """What bundle answers copy into the memo: at a bound the memo keeps what it has."""
+    memo = LookupMemo(max_entries=3, max_key_bytes=100)
+    entries = memo.entries_for("choice")
+    for i in range(5):
+        memo.remember_if_room(entries, bytes([i]), i)
+    assert entries == {b"\x00": 0, b"\x01": 1, b"\x02": 2}
+    memo.clear()
+    memo.remember_if_room(entries, b"y" * 101, "y")  # over the bytes
+    assert entries == {}
+
+
 # --- answer_run: the one-pass reader of whole frames ------------------------------------------
 
 _SIZES = struct.Struct(">II")
