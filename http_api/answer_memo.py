@@ -54,7 +54,6 @@ class HttpAnswerMemo:
         self, service: LookupService, max_entries: int = MAX_ENTRIES, max_bytes: int = MAX_BYTES
     ) -> None:
         self._service = service
-        self._source = service.source
         self._admission = service.admission
         self._max_entries = max_entries
         self._max_bytes = max_bytes
@@ -78,7 +77,7 @@ class HttpAnswerMemo:
     def mark(self) -> Mark | None:
         """Where the view is now, for a full path about to start (`remember` keeps its answer
         only if it is still there); None when the memo may not be read or filled now."""
-        view = self._source.view
+        view = self._service.source.view
         version = view.version
         if view is not self._view or version != self._version:
             self.clear()
@@ -110,7 +109,7 @@ class HttpAnswerMemo:
         """Keep `entry`, the full path's answer to `key` (`size`: the bytes of the strings in
         key and answer), if the view it was read from is still the current one."""
         view, version = mark
-        if self._source.view is not view or view.version != version:
+        if self._service.source.view is not view or view.version != version:
             return  # the view changed under the full path: its answer may be the old one's
         if self._view is not view or self._version != version:
             return  # (entries are of the memo's view only)
