@@ -134,7 +134,7 @@ class SparkResult:
         return self.session_start_s + self.job_s
 
 
-def _job_args(work: Path, master: str) -> argparse.Namespace:
+def _job_args(work: Path, master: str, *, no_class_archive: bool) -> argparse.Namespace:
     from pulsar_lookup_gateway.zones.cli import build_parser
 
     return build_parser("resolve-zones", master_default=master).parse_args(
@@ -143,6 +143,7 @@ def _job_args(work: Path, master: str) -> argparse.Namespace:
             "--topics", str(work / "topics.parquet"),
             "--zones", str(work / "zones.csv"),
             "--out", str(work / "out"),
+            *(["--no-class-archive"] if no_class_archive else []),
         ]
     )  # fmt: skip
 
@@ -155,16 +156,24 @@ def _per_pair_job(args: argparse.Namespace) -> int:
     from pulsar_lookup_gateway.metadata_store.url import parse_metadata_url
     from pulsar_lookup_gateway.zones.chart import plot_share
     from pulsar_lookup_gateway.zones.pairs import read_zones, write_summary_csv
-    from pulsar_lookup_gateway.zones.spark import per_pair_plan, read_topics, session, summarize
+    from pulsar_lookup_gateway.zones.spark import (
+        per_pair_plan,
+        read_topics,
+        session,
+        stop_session,
+        summarize,
+    )
 
     zones = read_zones(args.zones)
     nodes = read_nodes(parse_metadata_url(args.metadata))
-    spark = session(args.master).spark
+    started = session(args.master)
+    spark = started.spark
     topics = read_topics(spark, args.topics, "parquet")
     answers = str(Path(args.out) / "answers")
     frame = per_pair_plan(spark, nodes, topics, zones, ResolvePolicy())
     frame.write.mode("overwrite").partitionBy("zone").parquet(answers)
     rows = summarize(spark, answers, zones)
+    stop_session(spark)
     write_summary_csv(rows, Path(args.out) / "summary.csv")
     plot_share(rows, zones, Path(args.out) / "share.png")
     return 0
@@ -178,52 +187,47 @@ def _spark_child(
     cache: str | None,
     conf: tuple[str, ...] = (),
 ) -> None:
-    """Child process (a cold JVM): the SparkSession, then the job; sends a SparkResult.
-    `cache`: the user's cache folder ($XDG_CACHE_HOME) of resolve-zones' default class
-    archive, recorded there when missing; None: no archive (`--no-class-archive`)."""
+    """Child process (a cold JVM): the job end to end as `resolve-zones` runs it (`run`: the
+    snapshot, the SparkSession it starts, the job, the CSV and PNG, the session stopped); sends
+    a SparkResult. `cache`: the user's cache folder ($XDG_CACHE_HOME) of the default class
+    archive, recorded there when missing; None: `--no-class-archive`."""
+    from pulsar_lookup_gateway.zones import spark as zones_spark
     from pulsar_lookup_gateway.zones.cli import run
-    from pulsar_lookup_gateway.zones.spark import (
-        default_class_archive,
-        local_session,
-        stop_session,
-    )
 
-    settings = dict(item.split("=", 1) for item in conf)
-    archive = None
+    events = Path(work) / f"events-{plan}-{os.getpid()}"
+    events.mkdir()
+    settings = {
+        "spark.eventLog.enabled": "true",
+        "spark.eventLog.compress": "false",
+        "spark.eventLog.dir": events.as_uri(),
+        **dict(item.split("=", 1) for item in conf),
+    }
     if cache is not None:
         os.environ["XDG_CACHE_HOME"] = cache
-        # what `resolve-zones` does for a local master it starts (zones.spark.session)
-        archive, why = default_class_archive(settings.get("spark.driver.extraJavaOptions", ""))
-        if archive is None:
-            raise RuntimeError(f"no default class archive: {why}")
-    kind = "no archive" if archive is None else "recording" if archive.records else "archive"
-    events = Path(work) / f"events-{plan}-{kind.replace(' ', '-')}-{os.getpid()}"
-    events.mkdir()
+    ready: list[tuple[float, Any]] = []
+    start_session = zones_spark.session
+
+    def session(*args: Any, **kwargs: Any) -> Any:
+        """The job's own session, with the event log on; notes when it is ready."""
+        started = start_session(*args, **{**kwargs, "settings": settings})
+        ready.append((time.perf_counter(), started))
+        return started
+
+    zones_spark.session = session  # run() looks it up as it starts Spark
+    args = _job_args(Path(work), master, no_class_archive=cache is None)
     started = time.perf_counter()
-    spark = local_session(
-        master,
-        {
-            "spark.sql.shuffle.partitions": "4",
-            "spark.eventLog.enabled": "true",
-            "spark.eventLog.compress": "false",
-            "spark.eventLog.dir": events.as_uri(),
-            **settings,
-        },
-        class_archive=archive,
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    session_start = time.perf_counter() - started
-    args = _job_args(Path(work), master)
-    try:
-        started = time.perf_counter()
-        code = run(args) if plan == "fast" else _per_pair_job(args)
-        job = time.perf_counter() - started
-    finally:
-        stop_session(spark, archive)
+    code = run(args) if plan == "fast" else _per_pair_job(args)
+    elapsed = time.perf_counter() - started
     if code != 0:
         raise RuntimeError(f"resolve-zones exited with {code}")
+    ((at, session_started),) = ready
+    archive = session_started.archive
+    if cache is not None and archive is None:
+        raise RuntimeError(f"no class archive: {session_started.note}")
+    kind = "no archive" if archive is None else "recording" if archive.records else "archive"
     pairs = pq.ParquetDataset(Path(work) / "out" / "answers").read(columns=["response"]).num_rows
-    conn.send(SparkResult(session_start, job, pairs, phases(events), kind))
+    start = at - started
+    conn.send(SparkResult(start, elapsed - start, pairs, phases(events), kind))
 
 
 def _become_subreaper() -> bool:

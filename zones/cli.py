@@ -16,7 +16,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from pulsar_lookup_gateway.console.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from pulsar_lookup_gateway.lookup.protocol_data import PROTOCOL_NAME_RULE, is_protocol_name
@@ -30,12 +30,16 @@ from pulsar_lookup_gateway.zones.class_archive import (
 )
 from pulsar_lookup_gateway.zones.inputs import check_outputs, check_topics, local_path
 from pulsar_lookup_gateway.zones.pairs import (
+    Zone,
     ZonesError,
     format_summary,
     listener_gaps,
     read_zones,
     write_summary_csv,
 )
+
+if TYPE_CHECKING:
+    from pulsar_lookup_gateway.zones.answer_table import AnswerTable
 
 TOPICS_FORMATS = ("auto", "parquet", "csv", "text")
 DEFAULT_MASTER = "local[*]"
@@ -260,10 +264,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"warning: {warning}", flush=True)
 
     # Spark, Arrow and matplotlib load here, once the inputs are known to be good; matplotlib
-    # (a second) in the background while Spark's JVM starts.
-    chart = ThreadPoolExecutor(1, thread_name_prefix="load-matplotlib")
-    chart_module = chart.submit(importlib.import_module, "pulsar_lookup_gateway.zones.chart")
-    chart.shutdown(wait=False)
+    # (a second) and the answer table (zones.answer_table) in the background while Spark's
+    # JVM starts (the main thread waits for it).
+    background = ThreadPoolExecutor(1, thread_name_prefix="resolve-zones-prepare")
+    answer_table = background.submit(_answer_table, nodes, zones, policy, protocol)
+    chart_module = background.submit(importlib.import_module, "pulsar_lookup_gateway.zones.chart")
+    background.shutdown(wait=False)
     from pyspark.errors import AnalysisException
 
     from pulsar_lookup_gateway.zones.spark import plan_zones, read_topics, session, stop_session
@@ -287,7 +293,14 @@ def run(args: argparse.Namespace) -> int:
         # The answer table (zones.answer_table) plus Spark's engine; the summary from Spark
         # aggregations of the same pass, not from the written answers.
         plan = plan_zones(
-            spark, nodes, topics, zones, policy, partitions=args.partitions, protocol=protocol
+            spark,
+            nodes,
+            topics,
+            zones,
+            policy,
+            partitions=args.partitions,
+            protocol=protocol,
+            table=answer_table.result(),
         )
         try:
             plan.write(answers)
@@ -310,6 +323,15 @@ def run(args: argparse.Namespace) -> int:
     print(f"summary: {summary_path}")
     print(f"chart:   {chart_path}")
     return EXIT_OK
+
+
+def _answer_table(
+    nodes: dict[str, Any], zones: list[Zone], policy: ResolvePolicy, protocol: str | None
+) -> AnswerTable:
+    from pulsar_lookup_gateway.lookup.view import ClusterView
+    from pulsar_lookup_gateway.zones.answer_table import build_table
+
+    return build_table(nodes, ClusterView.from_snapshot(nodes), zones, policy, protocol)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

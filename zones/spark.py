@@ -275,13 +275,15 @@ def _route(
     policy: ResolvePolicy,
     partitions: int | None,
     protocol: str | None,
+    table: AnswerTable | None = None,
 ) -> tuple[AnswerTable, Any, Any]:
-    """The answer table, the topics parsed, expanded and routed (lazy: one row per topic, or
-    per partition of a partitioned topic, with its answer key; null: the per-pair path), and
-    the table's answers as a DataFrame (key, answers: one struct per zone)."""
+    """The answer table (`table`, or built here), the topics parsed, expanded and routed (lazy:
+    one row per topic, or per partition of a partitioned topic, with its answer key; null: the
+    per-pair path), and the table's answers as a DataFrame (key, answers: one struct per zone)."""
     ship(spark)  # before any function of ours is pickled for the workers
     topics = _spread_topics(spark, topics_df, zones, partitions)
-    table = build_table(nodes, ClusterView.from_snapshot(nodes), zones, policy, protocol)
+    if table is None:
+        table = build_table(nodes, ClusterView.from_snapshot(nodes), zones, policy, protocol)
     frames = _table_frames(spark, table)
 
     named = (
@@ -382,6 +384,7 @@ def plan_zones(
     *,
     partitions: int | None = None,
     protocol: str | None = None,
+    table: AnswerTable | None = None,
 ) -> ZonePlan:
     """Every (topic, zone) pair's answer, the rows `per_pair_plan` gives, computed in Spark's
     engine: the driver answers every (bundle, domain) once with the per-pair path
@@ -389,12 +392,16 @@ def plan_zones(
     bundle by the CRC-32 of the name and looks its answers up with broadcast joins. The topics
     the table cannot answer for sure (unusual or invalid names, namespaces that do not exist or
     are deleted, failing partitioned-topic metadata) go through `resolve_pairs` in Python.
-    `protocol`: add the endpoints column of that protocol handler (`zones.pairs`).
+    `protocol`: add the endpoints column of that protocol handler (`zones.pairs`). `table`: the
+    answer table if built already (`build_table` of the same nodes, zones, policy and protocol:
+    the command line builds it while Spark starts).
 
     Lazy: runs no job; the first action over the answers (the write) parses and routes the
     topics and caches the routed rows for the rest (the per-pair path, the summary). Call
     `release()` when done."""
-    table, routed, answers = _route(spark, nodes, topics_df, zones, policy, partitions, protocol)
+    table, routed, answers = _route(
+        spark, nodes, topics_df, zones, policy, partitions, protocol, table
+    )
     routed = routed.persist()
     return ZonePlan(table, routed, _fast_answers(routed, answers, table), nodes, policy)
 
@@ -515,19 +522,43 @@ def _grouped_counts(frame: Any) -> list[tuple[str, str, str, int, int]]:
 #: with 2 cores, G1's concurrent threads cost more CPU than they save (bench.zones: 3M pairs,
 #: ~5 s less CPU in all, the answers unchanged); more threads need a parallel collector.
 SERIAL_GC_MAX_THREADS = 2
+#: How much later than by default such a small local master's JVM compiles a method with C2:
+#: a job of seconds runs most of Spark's code (its start, query planning, code generation) a
+#: few thousand times, where C2's compiling costs more CPU than its code saves, and C2 took
+#: the second core from the tasks; the per-row code, run millions of times, still gets C2
+#: (bench.zones: 3M pairs, some 7-10 s less CPU and 5 s sooner; C1 only: 3x slower writes).
+C2_THRESHOLD_SCALE = 20
+#: HotSpot's own thresholds (Java 17) of the C2 tier, which C2_THRESHOLD_SCALE multiplies.
+_C2_THRESHOLDS = {
+    "Tier4InvocationThreshold": 5000,
+    "Tier4MinInvocationThreshold": 600,
+    "Tier4CompileThreshold": 15000,
+    "Tier4BackEdgeThreshold": 40000,
+}
 
 
 def driver_java_options(master: str, given: str = "") -> str:
-    """The driver JVM's options for a local `master`: `given` plus `-XX:+UseSerialGC` for
-    `local`, `local[1]`, `local[2]` or `local[*]` on at most 2 cores (also with a failure
-    count), unless `given` names a collector."""
+    """The driver JVM's options for a local `master`: `given`, plus for `local`, `local[1]`,
+    `local[2]` or `local[*]` on at most 2 cores (also with a failure count) the serial
+    collector unless `given` names a collector, and C2 thresholds C2_THRESHOLD_SCALE times
+    HotSpot's unless `given` sets a compiler threshold or tier."""
     match = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\d+)?\])?", master)
     threads = None if match is None else match[1] or "1"
     count = (os.cpu_count() or 1) if threads == "*" else int(threads or 0)
-    small = 0 < count <= SERIAL_GC_MAX_THREADS
-    if not small or "GC" in " ".join(o for o in given.split() if o.startswith("-XX:+Use")):
+    if not 0 < count <= SERIAL_GC_MAX_THREADS:
         return given
-    return f"{given} -XX:+UseSerialGC".strip()
+    options = given.split()
+    added = []
+    if not any(o.startswith("-XX:+Use") and "GC" in o for o in options):
+        added.append("-XX:+UseSerialGC")
+    if not any(
+        re.match(r"-XX:(Tier|CompileThreshold|TieredStopAtLevel|[+-]TieredCompilation)", o)
+        for o in options
+    ):
+        added += [
+            f"-XX:{name}={value * C2_THRESHOLD_SCALE}" for name, value in _C2_THRESHOLDS.items()
+        ]
+    return " ".join([given, *added]).strip()
 
 
 _DEFAULTS_JAVA_OPTIONS = re.compile(
@@ -623,13 +654,15 @@ def session(
     progress: bool = False,
     class_archive: ClassArchive | None = None,
     default_archive: bool = False,
+    settings: Mapping[str, str] | None = None,
 ) -> Started:
     """The job's session: an active session (a test's, a notebook's) is used as it is;
     otherwise a new one, local or from spark-submit's settings. `progress`: Spark's console
     progress bar on stderr (`spark.ui.showConsoleProgress`), for a session this job creates with
     a master of its own; under spark-submit its settings decide. `class_archive`: for a local
     master whose driver JVM this job starts (see `local_session`); `default_archive`: else the
-    default one in the user's cache (`default_class_archive`)."""
+    default one in the user's cache (`default_class_archive`). `settings`: Spark settings over
+    ours for such a local session (bench.zones: its event log)."""
     active = SparkSession.getActiveSession()
     if active is not None:
         return Started(active, owned=False)
@@ -640,13 +673,14 @@ def session(
     if not master.startswith("local"):
         spark = builder.master(master).config("spark.ui.showConsoleProgress", shown).getOrCreate()
         return Started(spark, owned=True)
+    given = {"spark.ui.showConsoleProgress": shown, **(settings or {})}
     note = ""
     # under spark-submit (a gateway port given) the driver JVM is running already
     if class_archive is None and default_archive and "PYSPARK_GATEWAY_PORT" not in os.environ:
-        class_archive, note = default_class_archive(defaults_java_options())
-    settings = {"spark.ui.showConsoleProgress": shown}
+        options = given.get("spark.driver.extraJavaOptions", defaults_java_options())
+        class_archive, note = default_class_archive(options)
     spark, class_archive, failed = start_mapping(
-        class_archive, lambda archive: local_session(master, settings, class_archive=archive)
+        class_archive, lambda archive: local_session(master, given, class_archive=archive)
     )
     return Started(spark, owned=True, archive=class_archive, note=failed or note)
 
