@@ -37,8 +37,11 @@ import multiprocessing
 import os
 import platform
 import random
+import re
 import resource
+import shlex
 import shutil
+import subprocess
 import sys
 import tempfile
 import textwrap
@@ -148,7 +151,7 @@ def _job_args(work: Path, master: str, *, no_class_archive: bool) -> argparse.Na
     )  # fmt: skip
 
 
-def _per_pair_job(args: argparse.Namespace) -> int:
+def _per_pair_job(args: argparse.Namespace, spark: Any) -> None:
     """The job as it ran before the answer table: resolve() for every pair in the Python
     workers (`per_pair_plan`), the summary read back from the written Parquet."""
     from pulsar_lookup_gateway.lookup.resolve import ResolvePolicy
@@ -156,78 +159,100 @@ def _per_pair_job(args: argparse.Namespace) -> int:
     from pulsar_lookup_gateway.metadata_store.url import parse_metadata_url
     from pulsar_lookup_gateway.zones.chart import plot_share
     from pulsar_lookup_gateway.zones.pairs import read_zones, write_summary_csv
-    from pulsar_lookup_gateway.zones.spark import (
-        per_pair_plan,
-        read_topics,
-        session,
-        stop_session,
-        summarize,
-    )
+    from pulsar_lookup_gateway.zones.spark import per_pair_plan, read_topics, summarize
 
     zones = read_zones(args.zones)
     nodes = read_nodes(parse_metadata_url(args.metadata))
-    started = session(args.master)
-    spark = started.spark
     topics = read_topics(spark, args.topics, "parquet")
     answers = str(Path(args.out) / "answers")
     frame = per_pair_plan(spark, nodes, topics, zones, ResolvePolicy())
     frame.write.mode("overwrite").partitionBy("zone").parquet(answers)
     rows = summarize(spark, answers, zones)
-    stop_session(spark)
     write_summary_csv(rows, Path(args.out) / "summary.csv")
     plot_share(rows, zones, Path(args.out) / "share.png")
-    return 0
 
 
-def _spark_child(
-    work: str,
-    master: str,
-    plan: str,
-    conn: Connection,
-    cache: str | None,
-    conf: tuple[str, ...] = (),
-) -> None:
-    """Child process (a cold JVM): the job end to end as `resolve-zones` runs it (`run`: the
-    snapshot, the SparkSession it starts, the job, the CSV and PNG, the session stopped); sends
-    a SparkResult. `cache`: the user's cache folder ($XDG_CACHE_HOME) of the default class
-    archive, recorded there when missing; None: `--no-class-archive`."""
+def _per_pair_child(work: str, master: str, conn: Connection) -> None:
+    """Child process (a cold JVM): the per-pair plan's job; sends a SparkResult."""
     from pulsar_lookup_gateway.zones import spark as zones_spark
-    from pulsar_lookup_gateway.zones.cli import run
 
-    events = Path(work) / f"events-{plan}-{os.getpid()}"
+    events = Path(work) / f"events-per-pair-{os.getpid()}"
     events.mkdir()
+    settings = {
+        "spark.eventLog.enabled": "true",
+        "spark.eventLog.compress": "false",
+        "spark.eventLog.dir": events.as_uri(),
+    }
+    started = time.perf_counter()
+    session = zones_spark.session(master, settings=settings)
+    start = time.perf_counter() - started
+    try:
+        _per_pair_job(_job_args(Path(work), master, no_class_archive=True), session.spark)
+    finally:
+        zones_spark.stop_session(session.spark)
+    elapsed = time.perf_counter() - started
+    conn.send(SparkResult(start, elapsed - start, _answers(Path(work)), phases(events)))
+
+
+def _answers(work: Path) -> int:
+    return int(pq.ParquetDataset(work / "out" / "answers").read(columns=["response"]).num_rows)
+
+
+def _command(work: Path, master: str, cache: Path | None, conf: tuple[str, ...]) -> SparkResult:
+    """`resolve-zones` as a user runs it, timed from its start to its exit (the JVM's start
+    included): its own SparkSession, with the default class archive in `cache` (the user's
+    cache, $XDG_CACHE_HOME; None: `--no-class-archive`). Spark's event log (for the phases)
+    and `conf` come as spark-submit's `--conf` in PYSPARK_SUBMIT_ARGS, the same for every run
+    (the default archive's name depends on it; a spark-defaults.conf would put a folder that is
+    not empty on the class path, where Java archives no classes)."""
+    events = work / "events"
+    events.mkdir(exist_ok=True)
     settings = {
         "spark.eventLog.enabled": "true",
         "spark.eventLog.compress": "false",
         "spark.eventLog.dir": events.as_uri(),
         **dict(item.split("=", 1) for item in conf),
     }
+    submit = " ".join(f"--conf {shlex.quote(f'{k}={v}')}" for k, v in settings.items())
+    env = {**os.environ, "PYSPARK_SUBMIT_ARGS": f"{submit} pyspark-shell"}
     if cache is not None:
-        os.environ["XDG_CACHE_HOME"] = cache
-    ready: list[tuple[float, Any]] = []
-    start_session = zones_spark.session
-
-    def session(*args: Any, **kwargs: Any) -> Any:
-        """The job's own session, with the event log on; notes when it is ready."""
-        started = start_session(*args, **{**kwargs, "settings": settings})
-        ready.append((time.perf_counter(), started))
-        return started
-
-    zones_spark.session = session  # run() looks it up as it starts Spark
-    args = _job_args(Path(work), master, no_class_archive=cache is None)
-    started = time.perf_counter()
-    code = run(args) if plan == "fast" else _per_pair_job(args)
+        env["XDG_CACHE_HOME"] = str(cache)
+    argv = [
+        sys.executable, "-m", "pulsar_lookup_gateway", "resolve-zones",
+        "--metadata", f"file:{work / 'snapshot.json'}",
+        "--topics", str(work / "topics.parquet"),
+        "--zones", str(work / "zones.csv"),
+        "--out", str(work / "out"),
+        "--master", master,
+        *([] if cache is not None else ["--no-class-archive"]),
+    ]  # fmt: skip
+    earlier = set(events.iterdir())
+    began, started = time.time(), time.perf_counter()
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900, check=False)
     elapsed = time.perf_counter() - started
-    if code != 0:
-        raise RuntimeError(f"resolve-zones exited with {code}")
-    ((at, session_started),) = ready
-    archive = session_started.archive
-    if cache is not None and archive is None:
-        raise RuntimeError(f"no class archive: {session_started.note}")
-    kind = "no archive" if archive is None else "recording" if archive.records else "archive"
-    pairs = pq.ParquetDataset(Path(work) / "out" / "answers").read(columns=["response"]).num_rows
-    start = at - started
-    conn.send(SparkResult(start, elapsed - start, pairs, phases(events), kind))
+    if done.returncode != 0:
+        raise RuntimeError(f"resolve-zones exited with {done.returncode}: {done.stderr[-2000:]}")
+    said = re.search(r"^class archive: (recorded|used|none|not recorded)", done.stdout, re.M)
+    kind = {"recorded": "recording", "used": "archive"}.get(said[1] if said else "", "no archive")
+    if cache is not None and kind == "no archive":
+        raise RuntimeError(f"the default class archive was not used: {done.stdout[-2000:]}")
+    run = Path(tempfile.mkdtemp(prefix="events-", dir=work))
+    for log in set(events.iterdir()) - earlier:
+        log.rename(run / log.name)
+    start = _application_start(run) - began
+    result = SparkResult(start, elapsed - start, _answers(work), phases(run), kind)
+    shutil.rmtree(run, ignore_errors=True)
+    return result
+
+
+def _application_start(events: Path) -> float:
+    """When Spark's application (its SparkContext) started, from the event log: epoch s."""
+    for log in _event_logs(events):
+        for line in log.read_text().splitlines():
+            event = json.loads(line)
+            if event["Event"] == "SparkListenerApplicationStart":
+                return float(event["Timestamp"]) / 1000
+    raise RuntimeError(f"no application start in {events}")
 
 
 def _become_subreaper() -> bool:
@@ -281,36 +306,50 @@ def run_spark(
     cache: Path | None = None,
     conf: tuple[str, ...] = (),
 ) -> SparkResult:
-    """One job in a fresh process (a cold JVM); `cache`: see `_spark_child`. Its `cpu_s` is
-    the CPU of the whole process tree (the job's Python, the JVM with its compiler and
-    collector threads, the Python workers), when this process can be their subreaper."""
-    context = multiprocessing.get_context("spawn")
+    """One job in a fresh process (a cold JVM): the fast plan as the `resolve-zones` command
+    (`_command`), the per-pair plan in a child of ours. Its `cpu_s` is the CPU of the whole
+    process tree (Python, the JVM with its compiler and collector threads, the Python
+    workers), when this process can be their subreaper."""
     resource_tracker.ensure_running()  # a child of ours that outlives the run
     tree = _become_subreaper()
     before_children, before_cpu = _children(), _children_cpu()
     load = os.getloadavg()[0]
-    parent, child = context.Pipe()
-    process = context.Process(
-        target=_spark_child,
-        args=(str(work), master, plan, child, None if cache is None else str(cache), conf),
-    )
-    process.start()
     try:
-        deadline = time.monotonic() + 900
-        while not parent.poll(1):
-            if not process.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"the {plan} Spark job failed or did not finish")
-        result: SparkResult = parent.recv()
+        fast = plan == "fast"
+        result = _command(work, master, cache, conf) if fast else _in_child(work, master)
     finally:
-        process.join(60)
-        if process.is_alive():
-            process.kill()
         if tree:
             _reap_orphans(before_children)
     result.cpu_s = _children_cpu() - before_cpu
     result.load = load
     shutil.rmtree(work / "out", ignore_errors=True)
     return result
+
+
+def _in_child(work: Path, master: str) -> SparkResult:
+    context = multiprocessing.get_context("spawn")
+    parent, child = context.Pipe()
+    process = context.Process(target=_per_pair_child, args=(str(work), master, child))
+    process.start()
+    try:
+        deadline = time.monotonic() + 900
+        while not parent.poll(1):
+            if not process.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the per-pair Spark job failed or did not finish")
+        result: SparkResult = parent.recv()
+    finally:
+        process.join(60)
+        if process.is_alive():
+            process.kill()
+    return result
+
+
+def _event_logs(events: Path) -> list[Path]:
+    """Spark's event log files under `events`: not a rolling log's status marker, checksums."""
+    return [
+        p for p in sorted(events.rglob("*"))
+        if p.is_file() and not p.name.startswith(("appstatus", "."))
+    ]  # fmt: skip
 
 
 def phases(events: Path) -> dict[str, tuple[float, float]]:
@@ -320,10 +359,7 @@ def phases(events: Path) -> dict[str, tuple[float, float]]:
     cpu: dict[str, float] = {}
     description: dict[int, str] = {}
     stage_job: dict[int, int] = {}
-    logs = [p for p in sorted(events.rglob("*")) if p.is_file()]
-    for log in logs:
-        if log.name.startswith(("appstatus", ".")):
-            continue  # a rolling log's status marker, checksums
+    for log in _event_logs(events):
         for line in log.read_text().splitlines():
             event = json.loads(line)
             kind = event["Event"]
@@ -505,7 +541,9 @@ def main(argv: list[str]) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a Spark setting for the fast plan's sessions (A/B runs; repeatable)",
+        help="a Spark setting for the fast plan's runs (A/B runs; repeatable), given as "
+        "spark-submit's --conf: spark.driver.extraJavaOptions replaces the job's own (the "
+        "collector, the compiler thresholds, the class archive)",
     )
     parser.add_argument("--out", type=Path, default=Path("BENCHMARKS.md"))
     args = parser.parse_args(argv)
@@ -565,7 +603,10 @@ def main(argv: list[str]) -> None:
         "**Baseline**: the gateway's HTTP lookup route (`build_app` + `LookupService` + "
         "`FileSource` on the same snapshot, in one child process), asked one lookup at a time "
         f"over one keep-alive connection on 127.0.0.1: {args.sample:,} random (topic, zone) "
-        f"pairs ({statuses_text}), extrapolated to the same number of pairs. **CPU**: of the "
+        f"pairs ({statuses_text}), extrapolated to the same number of pairs. **Times**: the "
+        "command (`python -m pulsar_lookup_gateway resolve-zones`) from its start to its exit; "
+        "'to Spark's start': to the SparkContext's start in Spark's event log (the JVM "
+        "launched); the per-pair plan's: to its SparkSession. **CPU**: of the "
         "whole process tree (the job's Python, the JVM with its compiler and collector "
         "threads, the Python workers), which the others' load on the cores does not change much."
     )
@@ -573,14 +614,11 @@ def main(argv: list[str]) -> None:
     def row(what: str, seconds: float) -> str:
         return f"| {what} | {pairs:,} | {seconds:.1f} s | {pairs / seconds:,.0f} |"
 
-    rows = [
-        row("Spark job, fast plan (`run`)", new.job_s),
-        row(f"fast plan + SparkSession (JVM) start, {_KINDS[new.kind]}", new.total_s),
-    ]
+    rows = [row(f"`resolve-zones`, {_KINDS[new.kind]}: start to exit", new.total_s)]
     if mapped and cold:
-        rows.append(row(f"fast plan + start, {_KINDS['no archive']}", _median(cold).total_s))
+        rows.append(row(f"`resolve-zones`, {_KINDS['no archive']}", _median(cold).total_s))
     if recording is not None:
-        rows.append(row(f"fast plan + start, {_KINDS['recording']}", recording.total_s))
+        rows.append(row(f"`resolve-zones`, {_KINDS['recording']}", recording.total_s))
     if old is not None:
         rows += [
             row("Spark job, per-pair plan (before)", old.job_s),
@@ -595,7 +633,7 @@ def main(argv: list[str]) -> None:
             f"| **fast / per-pair plan, JVM start included** | | | "
             f"**{old.total_s / new.total_s:.1f}x** |"
         )
-    rows.append(f"| **fast plan / sequential HTTP** | | | **{http_time / new.job_s:.0f}x** |")
+    rows.append(f"| **fast plan / sequential HTTP** | | | **{http_time / new.total_s:.0f}x** |")
     each = [
         f"| {_KINDS[r.kind]} | {r.load:.1f} | {r.session_start_s:.1f} s | {r.job_s:.1f} s "
         f"| {r.total_s:.1f} s | {r.cpu_s:.1f} s |"
@@ -604,15 +642,17 @@ def main(argv: list[str]) -> None:
     ]
 
     cpu = sum(c for _w, c in new.phases.values())
-    steps = [f"SparkSession (JVM) start {new.session_start_s:.1f} s"]
+    steps = [f"from the start to Spark's (the JVM launched) {new.session_start_s:.1f} s"]
     spent = 0.0
     for description, what in PHASES:
-        wall, task_cpu = new.phases.get(description, (0.0, 0.0))
-        spent += wall
-        steps.append(f"{what} {wall:.1f} s ({task_cpu:.1f} s of task CPU)")
+        if description in new.phases:
+            wall, task_cpu = new.phases[description]
+            spent += wall
+            steps.append(f"{what} {wall:.1f} s ({task_cpu:.1f} s of task CPU)")
     steps.append(
-        f"the rest {new.job_s - spent:.1f} s (driver: snapshot, answer table, Arrow tables, "
-        "query planning and code generation; CSV and PNG)"
+        f"the rest {new.job_s - spent:.1f} s (the SparkContext and session, reading the "
+        "topics' schema, query planning and code generation on the driver; the summary; CSV "
+        "and PNG; Spark's stop)"
     )
     where = (
         f"- Where the time goes (the default run, Spark's event log): {'; '.join(steps)}. Task "
@@ -643,7 +683,8 @@ def main(argv: list[str]) -> None:
         "|---|---|---|---|",
         *rows,
         "",
-        "| run (in this order) | load average | JVM start | job | total | CPU of all processes |",
+        "| run (in this order) | load average | to Spark's start | then | total | CPU of all "
+        "processes |",
         "|---|---|---|---|---|---|",
         *each,
         "",

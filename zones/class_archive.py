@@ -108,7 +108,7 @@ class ClassArchive:
         if not recording.is_file() or recording.stat().st_size == 0:
             recording.unlink(missing_ok=True)
             if self.cached:
-                _mark_failed(self.path)
+                _mark_failed(self.path, "the JVM that recorded it exited well but wrote none")
             return False
         os.replace(recording, self.path)
         if self.cached:
@@ -119,19 +119,23 @@ class ClassArchive:
 def start_mapping(
     archive: ClassArchive | None, start: Callable[[ClassArchive | None], T]
 ) -> tuple[T, ClassArchive | None, str]:
-    """`start(archive)` (a JVM that maps `archive`), and when that fails, `start(None)`: a
-    damaged archive (say, truncated) can crash the JVM as it maps it, and must not fail the
-    job. (result, the archive used, a note when it was given up: a default one is removed, so
-    that the next run records it anew). A failure without the archive is raised as it is."""
-    if archive is None or archive.records:
-        return start(archive), archive, ""
+    """`start(archive)` (a JVM that maps or records `archive`), and when that fails,
+    `start(None)`: a damaged archive (say, truncated) can crash the JVM as it maps it, a class
+    path the JVM cannot archive (a folder that is not empty) stops it as it starts to record,
+    and neither may fail the job. (result, the archive used, a note when it was given up: a
+    default one is removed so that the next run records it anew, or, when recording failed,
+    not tried again for a while). A failure without the archive is raised as it is."""
+    if archive is None:
+        return start(None), None, ""
     try:
         return start(archive), archive, ""
     except Exception as exc:  # PySpark's "Java gateway process exited", whatever its cause
         failure = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     result = start(None)
     note = f"the JVM did not start with {archive.path} ({failure}): started without it"
-    if archive.cached:
+    if archive.cached and archive.records:
+        _mark_failed(archive.path, f"the JVM did not start to record it ({failure})")
+    elif archive.cached:
         with contextlib.suppress(OSError):
             archive.path.unlink()
             note += "; removed it, the next run records it anew"
@@ -146,11 +150,19 @@ def default_archive(
 ) -> tuple[ClassArchive | None, str]:
     """The default archive of the driver JVM that `spark_home`'s launcher starts, in the user's
     cache, and why there is none ("" when the user's JVM options choose an archive). Never
-    raises: a cache folder that cannot be made or written, or a Java not found, means none."""
+    raises: a cache folder that cannot be made or written, a Java not found, or a class path
+    the JVM cannot archive, means none."""
     env = os.environ if env is None else env
     chosen = " ".join([java_options, *(env.get(name, "") for name in JAVA_OPTION_VARIABLES)])
     if any(option in chosen for option in OWN_ARCHIVE_OPTIONS):
         return None, ""
+    for folder in class_path_folders(spark_home, env):
+        with contextlib.suppress(OSError):
+            if folder.is_dir() and any(folder.iterdir()):
+                return None, (
+                    f"{folder} is on the driver's class path and not empty: "
+                    "Java archives no classes then"
+                )
     java = _java(env)
     if java is None:
         return None, "no java found (JAVA_HOME, PATH)"
@@ -166,13 +178,23 @@ def default_archive(
             return ClassArchive(archive.path, records=False, cached=True), ""
         if _failed_recently(archive.path):
             marker = _failed_marker(archive.path)
-            return None, f"recording it failed lately (remove {marker} to try again)"
+            why = marker.read_text(errors="replace").strip() or "recording it failed lately"
+            return None, f"{why}; remove {marker} to try again"
         if not os.access(folder, os.W_OK | os.X_OK):
             return None, f"{folder} is not writable"
         return ClassArchive(archive.path, records=True, cached=True), ""
     except (OSError, RuntimeError, ClassArchiveError) as exc:  # RuntimeError: no home folder
-        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        return None, f"{folder}: {why}"
+        cause = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        return None, f"{folder}: {cause}"
+
+
+def class_path_folders(spark_home: Path, env: Mapping[str, str]) -> list[Path]:
+    """The folders Spark's launcher puts on the driver's class path (its configuration
+    folder, Hadoop's and YARN's when set): a folder that is not empty stops a JVM that
+    records an archive ("Cannot have non-empty directory in paths")."""
+    folders = [Path(env.get("SPARK_CONF_DIR") or spark_home / "conf")]
+    folders += [Path(env[name]) for name in ("HADOOP_CONF_DIR", "YARN_CONF_DIR") if env.get(name)]
+    return folders
 
 
 def _java(env: Mapping[str, str]) -> Path | None:
@@ -212,6 +234,8 @@ def _installations_digest(java: Path, spark_home: Path, env: Mapping[str, str]) 
         for jar in sorted(jars.iterdir()):
             stat = jar.stat()
             digest.update(f"{jar.name}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    for folder in class_path_folders(spark_home, env):  # on the class path, so in the archive
+        digest.update(f"{os.path.realpath(folder)}\n".encode())
     digest.update(env.get("PYSPARK_SUBMIT_ARGS", "").encode())
     return digest.hexdigest()[:16]
 
@@ -224,9 +248,9 @@ def _failed_marker(path: Path) -> Path:
     return path.with_name(f"{path.name}.failed")
 
 
-def _mark_failed(path: Path) -> None:
+def _mark_failed(path: Path, why: str) -> None:
     with contextlib.suppress(OSError):  # the next run tries again
-        _failed_marker(path).touch()
+        _failed_marker(path).write_text(f"{why}\n")
 
 
 def _failed_recently(path: Path) -> bool:

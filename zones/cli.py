@@ -30,6 +30,7 @@ from pulsar_lookup_gateway.zones.class_archive import (
 )
 from pulsar_lookup_gateway.zones.inputs import check_outputs, check_topics, local_path
 from pulsar_lookup_gateway.zones.pairs import (
+    SummaryRow,
     Zone,
     ZonesError,
     format_summary,
@@ -272,7 +273,7 @@ def run(args: argparse.Namespace) -> int:
     background.shutdown(wait=False)
     from pyspark.errors import AnalysisException
 
-    from pulsar_lookup_gateway.zones.spark import plan_zones, read_topics, session, stop_session
+    from pulsar_lookup_gateway.zones.spark import plan_zones, read_topics, session
 
     started_session = session(
         args.master,
@@ -287,42 +288,63 @@ def run(args: argparse.Namespace) -> int:
         try:
             topics = read_topics(spark, args.topics, topics_format)
         except AnalysisException as exc:
-            return _fail(f"--topics: {args.topics} ({topics_format}): {exc}", EXIT_USAGE)
+            rows: list[SummaryRow] | int = _fail(
+                f"--topics: {args.topics} ({topics_format}): {exc}", EXIT_USAGE
+            )
         except ZonesError as exc:
-            return _fail(f"--topics: {exc}", EXIT_USAGE)
-        # The answer table (zones.answer_table) plus Spark's engine; the summary from Spark
-        # aggregations of the same pass, not from the written answers.
-        plan = plan_zones(
-            spark,
-            nodes,
-            topics,
-            zones,
-            policy,
-            partitions=args.partitions,
-            protocol=protocol,
-            table=answer_table.result(),
-        )
-        try:
-            plan.write(answers)
-            rows = plan.summary()
-        finally:
-            plan.release()
-    finally:
+            rows = _fail(f"--topics: {exc}", EXIT_USAGE)
+        else:
+            # The answer table (zones.answer_table) plus Spark's engine; the summary from
+            # Spark aggregations of the same pass, not from the written answers.
+            plan = plan_zones(
+                spark,
+                nodes,
+                topics,
+                zones,
+                policy,
+                partitions=args.partitions,
+                protocol=protocol,
+                table=answer_table.result(),
+            )
+            try:
+                plan.write(answers)
+                rows = plan.summary()
+            finally:
+                plan.release()
+    except BaseException:
         if owned:
-            recorded = stop_session(spark, archive)
-            if archive is not None:
-                state = "recorded" if recorded else "not recorded" if archive.records else "used"
-                print(f"class archive: {state} {archive.path}", flush=True)
+            _stop(spark, archive)
+        raise
+    # Spark stops (a recording JVM writes its archive as it exits) while the outputs are written.
+    stopper = ThreadPoolExecutor(1, thread_name_prefix="resolve-zones-stop")
+    stopping = stopper.submit(_stop, spark, archive) if owned else None
+    stopper.shutdown(wait=False)
+    try:
+        if isinstance(rows, int):
+            return rows
+        summary_path, chart_path = out / "summary.csv", out / "share.png"
+        write_summary_csv(rows, summary_path)
+        chart_module.result().plot_share(rows, zones, chart_path)
+    finally:
+        if stopping is not None:
+            stopping.result()
     elapsed = time.perf_counter() - started
-    summary_path, chart_path = out / "summary.csv", out / "share.png"
-    write_summary_csv(rows, summary_path)
-    chart_module.result().plot_share(rows, zones, chart_path)
     pairs = sum(row.topics for row in rows)
     print(format_summary(rows))
     print(f"resolved {pairs} (topic, zone) pairs in {elapsed:.1f} s -> {answers}")
     print(f"summary: {summary_path}")
     print(f"chart:   {chart_path}")
     return EXIT_OK
+
+
+def _stop(spark: Any, archive: ClassArchive | None) -> None:
+    """Stops the session this job started, and says what became of its class archive."""
+    from pulsar_lookup_gateway.zones.spark import stop_session
+
+    recorded = stop_session(spark, archive)
+    if archive is not None:
+        state = "recorded" if recorded else "not recorded" if archive.records else "used"
+        print(f"class archive: {state} {archive.path}", flush=True)
 
 
 def _answer_table(

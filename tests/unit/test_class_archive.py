@@ -199,7 +199,11 @@ def test_a_recording_that_wrote_nothing_pauses_the_default(tmp_path: Path) -> No
     assert archive is not None
     assert not archive.finish(None)
     again, why = default_archive(spark, "4.3.0", env=env)
-    assert again is None and "recording it failed lately" in why and ".failed" in why
+    assert again is None
+    assert why == (
+        f"the JVM that recorded it exited well but wrote none; remove {archive.path}.failed "
+        "to try again"
+    )
 
 
 def test_recording_keeps_the_cache_folder_bounded(tmp_path: Path) -> None:
@@ -257,8 +261,40 @@ def test_a_jvm_that_will_not_start_at_all_fails_as_it_is(tmp_path: Path) -> None
 
     path = tmp_path / "spark.jsa"
     path.write_bytes(b"fine")
-    with pytest.raises(JvmWontStart, match="without"):
-        start_mapping(ClassArchive(path, records=False, cached=True), never)
-    with pytest.raises(JvmWontStart, match=r"^with$"):  # a recording run maps nothing: no retry
-        start_mapping(ClassArchive(tmp_path / "new.jsa", records=True, cached=True), never)
+    for records in (False, True):
+        with pytest.raises(JvmWontStart, match="without"):
+            start_mapping(ClassArchive(path, records=records, cached=True), never)
+    assert path.read_bytes() == b"fine"  # not the archive's fault: kept
+    assert not (tmp_path / "spark.jsa.failed").exists()
     assert start_mapping(None, starts_only_without_an_archive) == ("session", None, "")
+
+
+def test_a_jvm_that_will_not_start_to_record_pauses_the_default(tmp_path: Path) -> None:
+    """Java 17 will not record with a folder that is not empty on the class path ("Cannot have
+    non-empty directory in paths"): the job runs without, and later runs do not try again."""
+    spark, env = installation(tmp_path)
+    archive, _ = default_archive(spark, "4.3.0", env=env)
+    assert archive is not None and archive.records
+    result, used, note = start_mapping(archive, starts_only_without_an_archive)
+    assert (result, used) == ("session", None)
+    assert "the JVM did not start with" in note
+    again, why = default_archive(spark, "4.3.0", env=env)
+    assert again is None
+    assert why.startswith("the JVM did not start to record it (Java gateway process exited")
+
+
+@pytest.mark.parametrize("variable", ["SPARK_CONF_DIR", "HADOOP_CONF_DIR", "YARN_CONF_DIR"])
+def test_a_folder_on_the_class_path_that_is_not_empty_means_no_archive(
+    tmp_path: Path, variable: str
+) -> None:
+    spark, env = installation(tmp_path)
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    archive, _ = default_archive(spark, "4.3.0", env={**env, variable: str(conf)})
+    assert archive is not None  # an empty one is fine
+    (conf / "spark-defaults.conf").write_text("spark.eventLog.enabled true\n")
+    archive, why = default_archive(spark, "4.3.0", env={**env, variable: str(conf)})
+    assert archive is None
+    assert (
+        why == f"{conf} is on the driver's class path and not empty: Java archives no classes then"
+    )
