@@ -227,15 +227,21 @@ def _command(work: Path, master: str, cache: Path | None, conf: tuple[str, ...])
         *([] if cache is not None else ["--no-class-archive"]),
     ]  # fmt: skip
     earlier = set(events.iterdir())
-    began, started = time.time(), time.perf_counter()
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900, check=False)
-    elapsed = time.perf_counter() - started
-    if done.returncode != 0:
-        raise RuntimeError(f"resolve-zones exited with {done.returncode}: {done.stderr[-2000:]}")
-    said = re.search(r"^class archive: (recorded|used|none|not recorded)", done.stdout, re.M)
+    # output to files, not pipes: the command's end is its own exit, not that of every process
+    # holding its output open
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        began, started = time.time(), time.perf_counter()
+        code = subprocess.run(argv, env=env, stdout=out, stderr=err, timeout=900).returncode
+        elapsed = time.perf_counter() - started
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    if code != 0:
+        raise RuntimeError(f"resolve-zones exited with {code}: {stderr[-2000:]}")
+    said = re.search(r"^class archive: (recorded|used|none|not recorded)", stdout, re.M)
     kind = {"recorded": "recording", "used": "archive"}.get(said[1] if said else "", "no archive")
     if cache is not None and kind == "no archive":
-        raise RuntimeError(f"the default class archive was not used: {done.stdout[-2000:]}")
+        raise RuntimeError(f"the default class archive was not used: {stdout[-2000:]}")
     run = Path(tempfile.mkdtemp(prefix="events-", dir=work))
     for log in set(events.iterdir()) - earlier:
         log.rename(run / log.name)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -685,24 +686,44 @@ def session(
     return Started(spark, owned=True, archive=class_archive, note=failed or note)
 
 
+#: How long a job waits for the driver JVM it started to exit once its session stopped.
+JVM_EXIT_WAIT_S = 30.0
+
+
 def stop_session(spark: Any, class_archive: ClassArchive | None = None) -> bool:
-    """Stop a session this job started. For a session that records `class_archive`, also end
-    its JVM, which writes the archive as it exits, and put the archive in place: True then
-    (the recording is removed, not left behind, when anything fails)."""
-    if class_archive is None or not class_archive.records:
-        spark.stop()
-        return False
+    """Stop a session this job started, and end the driver JVM it started (it exits once its
+    stdin closes; Spark's shutdown hooks run then): the job waits for it, within
+    JVM_EXIT_WAIT_S, so that nothing of the job outlives it (the command line writes its
+    outputs meanwhile). For a session that records `class_archive`, the JVM writes the archive
+    as it exits, and it is put in place: True then (the recording is removed, not left behind,
+    when anything fails)."""
     from pyspark import SparkContext
 
     jvm = None
     try:
         spark.stop()
         gateway = SparkContext._gateway
-        jvm = getattr(gateway, "proc", None)
-        if gateway is not None:
+        jvm = getattr(gateway, "proc", None)  # None under spark-submit: its JVM, not ours
+        if gateway is not None and jvm is not None:
             gateway.shutdown()
             SparkContext._gateway = None  # a later session starts a JVM of its own
             SparkContext._jvm = None
     finally:
-        recorded = class_archive.finish(jvm)
+        if class_archive is not None and class_archive.records:
+            recorded = class_archive.finish(jvm)
+        else:
+            recorded = False
+            _end_jvm(jvm)
     return recorded
+
+
+def _end_jvm(jvm: Any) -> None:
+    if jvm is None:
+        return
+    if jvm.stdin is not None:
+        jvm.stdin.close()  # Spark's gateway JVM exits when its stdin closes
+    try:
+        jvm.wait(JVM_EXIT_WAIT_S)
+    except subprocess.TimeoutExpired:
+        jvm.kill()
+        jvm.wait()
