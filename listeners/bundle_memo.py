@@ -11,30 +11,19 @@ own answer (as the lookup memo's are) for a topic written in full form, so the n
 already checked, and the local part only has to be non-empty, free of `/` and not a dot
 segment. Non-ASCII names take the full path.
 
-Entries outlive view versions, unlike the memo's: the memo watches the view's writes and drops
-only what a write can change: a bundle's ownership node drops that bundle's entries, a
-namespace's list of owned bundles that namespace's, a broker registration everything only if
-what a lookup reads of the brokers changed (load reports rewrite registrations all the time),
-and the nodes no lookup reads (managed ledgers, partitioned-topic metadata, schemas) nothing;
-any other write, or a new view, drops everything.
+Entries outlive view versions: a write of the view drops only what it can change (a bundle's
+entries, a namespace's, or everything), as lookup.view_writes decides.
 """
 
 from __future__ import annotations
 
 import zlib
 from bisect import bisect_right
-from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from pulsar_lookup_gateway.listeners.protocol.wire import read_varint
 from pulsar_lookup_gateway.lookup.topics import MAX_TOPIC_NAME_BYTES
 
-#: Roots of the nodes that hold one bundle's owner: `<root>/<tenant>/<namespace>/<bundle>`.
-OWNER_ROOTS = ("/namespace/", "/service_unit_state/")
-BROKERS_PREFIX = "/loadbalance/brokers/"
-#: Nodes no lookup reads (resolve() never touches them).
-UNREAD_PREFIXES = ("/managed-ledgers/", "/admin/partitioned-topics/", "/schemas/")
-EVERY_PATH = "*"
 DOMAINS = ("persistent", "non-persistent")
 
 #: What the entries of one socket may hold in all, every choice, namespace and request shape
@@ -45,11 +34,6 @@ MAX_TAILS = 16  # request shapes per namespace and choice (clients choose them)
 SLOT_BYTES = 8  # one bundle's place in a request shape's list
 OVERHEAD_BYTES = 200  # a namespace's or a request shape's objects besides their bytes
 _DOT_SEGMENTS = (b".", b"..")
-
-
-class ObservedView(Protocol):
-    def observe(self, observer: Callable[[str], None]) -> None: ...
-    def unobserve(self, observer: Callable[[str], None]) -> None: ...
 
 
 class _Namespace:
@@ -75,9 +59,6 @@ class BundleAnswers:
     def entry(self, topic: bytes, tail: bytes) -> Any:
         """The entry of the LOOKUP of `topic` (its bytes as sent) with `tail` (its fields after
         the request id), or None when the full path must answer it."""
-        memo = self._memo
-        if memo.brokers_unchecked:
-            memo.check_brokers()
         prefix, _, local = topic.rpartition(b"/")
         namespace = self._namespaces.get(prefix)
         if (
@@ -152,17 +133,12 @@ def _shape_bytes(tail: bytes, lowers: tuple[int, ...]) -> int:
 
 
 class BundleMemo:
-    """The bundle entries of one binary socket, per listener choice, kept fresh by the view's
-    writes. `registry_fingerprint`: what lookups read of the registered brokers in the current
-    view (compared after a registration is rewritten; raising means "cannot tell")."""
+    """The bundle entries of one binary socket, per listener choice. Kept fresh by a
+    lookup.view_writes.WriteFollower, which tells it what each write of the view may change."""
 
-    def __init__(self, registry_fingerprint: Callable[[Any], object]) -> None:
-        self._fingerprint = registry_fingerprint
+    def __init__(self) -> None:
         self._by_choice: dict[Any, BundleAnswers] = {}
         self._bytes = 0
-        self._view: ObservedView | None = None
-        self._brokers: object = None
-        self.brokers_unchecked = False
 
     @property
     def bytes_held(self) -> int:
@@ -174,23 +150,6 @@ class BundleMemo:
         if answers is None:
             answers = self._by_choice[choice] = BundleAnswers(self)
         return answers
-
-    def follow(self, view: ObservedView) -> None:
-        """Keep the entries fresh by `view`'s writes (a view other than the one followed so far
-        drops them all)."""
-        if view is self._view:
-            return
-        self.close()
-        self._view = view
-        view.unobserve(self._changed)  # (a view handed over brings its observers along)
-        view.observe(self._changed)
-        self._brokers = self._registry_or_none()
-
-    def close(self) -> None:
-        if self._view is not None:
-            self._view.unobserve(self._changed)
-            self._view = None
-        self.clear()
 
     def take_bytes(self, count: int) -> bool:
         """Account `count` more bytes; at the bound everything starts over (False: the caller
@@ -209,59 +168,20 @@ class BundleMemo:
             answers.clear()
         self._bytes = 0
 
-    def check_brokers(self) -> None:
-        """After a registration was rewritten: drop everything if what lookups read of the
-        brokers changed (or cannot be read)."""
-        self.brokers_unchecked = False
-        now = self._registry_or_none()
-        if now is None or now != self._brokers:
-            self.clear()
-        self._brokers = now
-
-    def _registry_or_none(self) -> object:
-        try:
-            return self._fingerprint(self._view)
-        except Exception:  # (a partial view that lacks a registration: cannot tell)
-            return None
-
-    def _changed(self, path: str) -> None:
-        for root in OWNER_ROOTS:
-            if path.startswith(root):
-                self._owner_changed(path[len(root) :])
-                return
-        if path.startswith(BROKERS_PREFIX) and not path.endswith("/"):
-            self.brokers_unchecked = True
-        elif not path.startswith(UNREAD_PREFIXES):
-            self.clear()
-
-    def _owner_changed(self, rest: str) -> None:
-        """`rest`: `<tenant>/<namespace>/<bundle>`, or `<tenant>/<namespace>/` (the list of
-        the namespace's owned bundles)."""
-        parts = rest.split("/")
-        if len(parts) != 3:
-            self.clear()
-            return
-        tenant, namespace, bundle = parts
-        lower = _bundle_lower(bundle)
-        for domain in DOMAINS:
-            prefix = f"{domain}://{tenant}/{namespace}".encode()
+    def forget_bundle(self, namespace: str, lower: int) -> None:
+        for prefix in _prefixes(namespace):
             for answers in self._by_choice.values():
-                if lower is None:
-                    answers.forget_namespace(prefix)
-                else:
-                    answers.forget_bundle(prefix, lower)
+                answers.forget_bundle(prefix, lower)
+
+    def forget_namespace(self, namespace: str) -> None:
+        for prefix in _prefixes(namespace):
+            for answers in self._by_choice.values():
+                answers.forget_namespace(prefix)
 
 
-def _bundle_lower(name: str) -> int | None:
-    """The lower bound of a bundle named `0xLLLLLLLL_0xUUUUUUUU`; None for anything else (a
-    children list's empty name among them)."""
-    lower, _, upper = name.partition("_")
-    if len(lower) != 10 or len(upper) != 10 or not lower.startswith("0x"):
-        return None
-    try:
-        return int(lower, 16)
-    except ValueError:
-        return None
+def _prefixes(namespace: str) -> list[bytes]:
+    """The topic name prefixes of `namespace` (`tenant/namespace`), one per domain."""
+    return [f"{domain}://{namespace}".encode() for domain in DOMAINS]
 
 
 def topic_and_tail(key: bytes) -> tuple[bytes, bytes] | None:

@@ -8,8 +8,8 @@ field order, as every client's protobuf library writes them). A memo entry is ma
 full path's own answer to such a request, so a later request with the same bytes but for the
 request id is the same question: same topic, same flags, same listener name, each written
 once. Anything else (another field order, a repeated field, unknown fields) does not match a
-canonical key's bytes and takes the full path. Entries hold for one version of the cluster view
-(the service's answers do too) and are dropped when it changes.
+canonical key's bytes and takes the full path. Entries are filed under their topic's bundle and
+dropped by what a write of the cluster view may change (lookup.view_writes).
 
 Two readers of the same key: `split_lookup` (one serialized BaseCommand, any size) and
 `answer_run` (a run of whole frames straight off a socket read, for the common shape: command
@@ -43,8 +43,9 @@ _LOOKUP_HEAD_INT = int.from_bytes(LOOKUP_HEAD, "big")
 _SHORT_HEAD_SIZE = _SHORT_LOOKUP.size  # sizes (8), head (4), length, tag, topic length
 _KEY_OFFSET = _SHORT_HEAD_SIZE - 2  # the key starts at the topic's tag
 
-MAX_ENTRIES = 65_536  # per listener choice; more starts that memo over
-MAX_KEY_BYTES = 32 * 1024 * 1024  # all keys together (they are client bytes)
+MAX_ENTRIES = 65_536  # per listener choice; more starts the memo over
+MAX_BYTES = 32 * 1024 * 1024  # all keys together (they are client bytes), with their filing
+ENTRY_OVERHEAD = 100  # bytes of one entry's filing under its bundle (a tuple and a list slot)
 
 
 def split_lookup(body: bytes) -> tuple[bytes, bytes] | None:
@@ -195,15 +196,22 @@ class AnswerTemplate:
 
 class LookupMemo:
     """The memoised answers of one binary socket, per listener choice (a connection holds the
-    dict of its own choice, so a lookup is one dict read)."""
+    dict of its own choice, so a lookup is one dict read), each filed under its topic's bundle.
+    Kept fresh by a lookup.view_writes.WriteFollower, which tells it what each write of the
+    view may change: a write of one bundle's owner drops that bundle's entries only."""
 
-    def __init__(self, max_entries: int = MAX_ENTRIES, max_key_bytes: int = MAX_KEY_BYTES) -> None:
+    def __init__(self, max_entries: int = MAX_ENTRIES, max_bytes: int = MAX_BYTES) -> None:
         self._max_entries = max_entries
-        self._max_key_bytes = max_key_bytes
+        self._max_bytes = max_bytes
         self._by_choice: dict[Any, dict[bytes, Any]] = {}
-        self._key_bytes = 0
-        self._view: object = None
-        self._version: object = None
+        # namespace (`tenant/namespace`) -> bundle's lower bound -> (choice's entries, key)
+        self._filed: dict[str, dict[int, list[tuple[dict[bytes, Any], bytes]]]] = {}
+        self._bytes = 0
+
+    @property
+    def bytes_held(self) -> int:
+        """What the entries hold, by the accounting of MAX_BYTES."""
+        return self._bytes
 
     def entries_for(self, choice: Any) -> dict[bytes, Any]:
         """The memo of one listener choice: key -> whatever the caller keeps (its template and
@@ -213,26 +221,62 @@ class LookupMemo:
             entries = self._by_choice[choice] = {}
         return entries
 
-    def check_view(self, view: object, version: object) -> None:
-        """Forget every entry when the cluster view is not the one they were made from."""
-        if view is not self._view or version != self._version:
+    def remember(
+        self, entries: dict[bytes, Any], key: bytes, value: Any, bundle: tuple[str, int]
+    ) -> None:
+        """Keep `value` for `key` in `entries`, filed under `bundle` ((`tenant/namespace`,
+        lower bound): what the answer was read from); at a bound everything starts over."""
+        if key in entries:
+            entries[key] = value
+            return
+        if not self._has_room(entries, key):
             self.clear()
-            self._view, self._version = view, version
+        self._file(entries, key, value, bundle)
 
-    def remember(self, entries: dict[bytes, Any], key: bytes, value: Any) -> None:
-        if len(entries) >= self._max_entries or self._key_bytes + len(key) > self._max_key_bytes:
-            self.clear()
-        entries[key] = value
-        self._key_bytes += len(key)
-
-    def remember_if_room(self, entries: dict[bytes, Any], key: bytes, value: Any) -> None:
+    def remember_if_room(
+        self, entries: dict[bytes, Any], key: bytes, value: Any, bundle: tuple[str, int]
+    ) -> None:
         """Remember unless a bound is reached (then nothing: a storm of distinct topics must
         not make the memo start over again and again)."""
-        if len(entries) < self._max_entries and self._key_bytes + len(key) <= self._max_key_bytes:
-            entries[key] = value
-            self._key_bytes += len(key)
+        if key not in entries and self._has_room(entries, key):
+            self._file(entries, key, value, bundle)
+
+    def _has_room(self, entries: dict[bytes, Any], key: bytes) -> bool:
+        return (
+            len(entries) < self._max_entries
+            and self._bytes + len(key) + ENTRY_OVERHEAD <= self._max_bytes
+        )
+
+    def _file(
+        self, entries: dict[bytes, Any], key: bytes, value: Any, bundle: tuple[str, int]
+    ) -> None:
+        entries[key] = value
+        namespace, lower = bundle
+        filed = self._filed.get(namespace)
+        if filed is None:
+            filed = self._filed[namespace] = {}
+        keys = filed.get(lower)
+        if keys is None:
+            keys = filed[lower] = []
+        keys.append((entries, key))
+        self._bytes += len(key) + ENTRY_OVERHEAD
+
+    def forget_bundle(self, namespace: str, lower: int) -> None:
+        filed = self._filed.get(namespace)
+        if filed is not None:
+            self._drop(filed.pop(lower, ()))
+
+    def forget_namespace(self, namespace: str) -> None:
+        for keys in self._filed.pop(namespace, {}).values():
+            self._drop(keys)
+
+    def _drop(self, keys: list[tuple[dict[bytes, Any], bytes]] | tuple[()]) -> None:
+        for entries, key in keys:
+            if entries.pop(key, None) is not None:
+                self._bytes -= len(key) + ENTRY_OVERHEAD
 
     def clear(self) -> None:
         for entries in self._by_choice.values():
             entries.clear()
-        self._key_bytes = 0
+        self._filed.clear()
+        self._bytes = 0

@@ -28,6 +28,7 @@ from pulsar_lookup_gateway.lookup.errors import LookupFailure, NodeNotLoaded
 from pulsar_lookup_gateway.lookup.metrics import LookupTally
 from pulsar_lookup_gateway.lookup.resolve import LookupAnswer, ResponseKind, broker_fingerprint
 from pulsar_lookup_gateway.lookup.service import LookupService
+from pulsar_lookup_gateway.lookup.view_writes import WriteFollower
 
 log = logging.getLogger(__package__)
 
@@ -56,11 +57,13 @@ class Lookups:
         self._frames = AnswerFrames()
         self.memo = LookupMemo()  # warm LOOKUPs of unauthenticated connections, by their bytes
         # cold LOOKUPs of the same connections, by their bundle
-        self.bundle_memo = BundleMemo(broker_fingerprint)
+        self.bundle_memo = BundleMemo()
+        # both dropped by what each write of the view may change
+        self._writes = WriteFollower(broker_fingerprint, (self.memo, self.bundle_memo))
 
     def close(self) -> None:
         """Stop following the view's writes (the socket is closed)."""
-        self.bundle_memo.close()
+        self._writes.close()
 
     # -- the full path ------------------------------------------------------------------
 
@@ -117,12 +120,12 @@ class Lookups:
         """Memoise the answer the full path just gave (synchronously, from the current view)
         to the request whose key is `key`, with the tally it counts in; and keep it for the
         topic's bundle where every topic of that bundle gets the same answer."""
-        view = self._service.source.view
-        self.memo.check_view(view, view.version)
+        self._writes.check(self._service.source.view)
         tally = self._service.tally_for(answer.listener, "binary")
         connect = answer.response is ResponseKind.CONNECT
-        value = (self._frames.template(answer), (tally, connect))
-        self.memo.remember(memo, key, value)
+        bundle = (str(answer.topic.namespace_name), answer.bundle.lower)
+        value = (self._frames.template(answer), (tally, connect), bundle)
+        self.memo.remember(memo, key, value, bundle)
         if session.bundles is not None:
             self._remember_bundle(session.bundles, key, answer, value)
 
@@ -137,7 +140,6 @@ class Lookups:
         if split is None or split[0] != topic.full.encode() or not split[0].isascii():
             return
         view = self._service.source.view
-        self.bundle_memo.follow(view)
         try:
             policies = view.policies(topic.namespace_name)
             boundaries = view.bundles(topic.namespace_name)
@@ -151,15 +153,13 @@ class Lookups:
 
     def usable_memo(self, session: Session) -> Memo | None:
         """The session's memo, when its answers are what the full path would give for this
-        batch of frames: the view they were made from is current (checked here, entries
-        dropped otherwise; it changes only between batches, by ZooKeeper's callbacks), and
-        answered lookups are not logged one by one."""
+        batch of frames: what the view's writes since the last batch may have changed is
+        dropped (the view changes only between batches, by ZooKeeper's callbacks), and answered
+        lookups are not logged one by one."""
         memo = session.memo
         if memo is None:
             return None
-        view = self._service.source.view
-        self.memo.check_view(view, view.version)
-        self.bundle_memo.follow(view)
+        self._writes.check(self._service.source.view)
         return None if self._service.logs_each_answer else memo
 
     def answer_read(
@@ -194,15 +194,15 @@ class Lookups:
         self, memo: Memo, bundles: BundleAnswers
     ) -> Callable[[bytes, bytes, bytes], Any]:
         """The bundle memo's answer to a LOOKUP the memo lacks, memoised by the request's own
-        key too while the memo has room (the next time it is one dict read; the memo is
-        dropped at the next view version, before any bundle entry it copies can be; a storm
-        of distinct topics fills it once and does not make it start over)."""
+        key too while the memo has room (the next time it is one dict read; the copy is filed
+        under the same bundle, so a write drops it with the bundle's entry; a storm of distinct
+        topics fills the memo once and does not make it start over)."""
         entry_of, remember = bundles.entry, self.memo.remember_if_room
 
         def answer(key: bytes, topic: bytes, tail: bytes) -> Any:
             entry = entry_of(topic, tail)
             if entry is not None:
-                remember(memo, key, entry)
+                remember(memo, key, entry, entry[2])
             return entry
 
         return answer

@@ -13,8 +13,9 @@ from pulsar_lookup_gateway.listeners.routing import Route
 from pulsar_lookup_gateway.lookup.metrics import LookupTally
 from pulsar_lookup_gateway.lookup.selection import ListenerChoice
 
-#: Memoised LOOKUPs of one listener choice: request key -> (answer template, (tally, connect)).
-Memo = dict[bytes, tuple[AnswerTemplate, tuple[LookupTally, bool]]]
+#: Memoised LOOKUPs of one listener choice: request key -> (answer template, (tally, connect),
+#: (`tenant/namespace`, bundle's lower bound)).
+Memo = dict[bytes, tuple[AnswerTemplate, tuple[LookupTally, bool], tuple[str, int]]]
 
 
 @dataclass(slots=True)

@@ -1,8 +1,9 @@
-"""Cold LOOKUPs answered by their bundle equal the per-lookup path byte for byte: a storm of
-distinct topics over two namespaces, sent to a socket with the memos and to one without, both
-on one ZooKeeper source, with ownership changes, unloads, a broker moving its address, a load
-report and a split in the middle (each written to a real ZooKeeper and awaited in the view
-before the next batch, so that both sockets answer from the same view)."""
+"""Cold LOOKUPs answered by their bundle, and warm ones by their bytes (kept through the writes
+that cannot change them), equal the per-lookup path byte for byte: a storm of distinct topics
+over two namespaces, sent to a socket with the memos and to one without, both on one ZooKeeper
+source, with ownership changes, unloads, a broker moving its address, a load report and a split
+in the middle (each written to a real ZooKeeper and awaited in the view before the next batch,
+so that both sockets answer from the same view)."""
 
 from __future__ import annotations
 
@@ -84,6 +85,9 @@ def requests(rng: random.Random, count: int) -> list[bytes]:
 
 #: Writes made between batches: (what, ZooKeeper operation, path, content; None: deleted).
 Change = tuple[str, str, str, Any]
+#: The changes that leave most answers memoised by their bytes (one bundle, or nothing a lookup
+#: reads of the brokers).
+KEEPING = ("another owner", "unloading", "load report")
 
 
 def changes() -> list[Change]:
@@ -170,13 +174,24 @@ async def test_bundle_answers_equal_full_answers_through_ownership_changes(
         assert lookups.bundle_memo.bytes_held > 0
         assert full_path < 30, "the bundle answers were not used"
         assert len(exact) - memoised_before >= 270, "bundle answers are not memoised by request"
+        asked = [*warm, *fresh]
         for label, operation, path, content in changes():
+            held = dict(exact)
             apply(zk_admin, operation, path, content)
             await shown(source, path, content)
+            # requests asked before (their answers memoised by their bytes, kept through the
+            # writes that cannot change them), then new ones
+            again = rng.sample(asked, 400)
+            with_memo, without = await memoised.ask(again), await plain.ask(again)
+            assert with_memo == without, f"{label} (asked again)"
+            if label in KEEPING:  # (an answer made again would be another object)
+                kept = sum(exact.get(key) is answer for key, answer in held.items())
+                assert kept > len(held) // 2, f"{label} dropped the memo's answers"
             for _ in range(3):
                 frames = requests(rng, 200)
                 with_memo, without = await memoised.ask(frames), await plain.ask(frames)
                 assert with_memo == without, label
+                asked += frames
     finally:
         for conversation in (memoised, plain):
             conversation.writer.close()

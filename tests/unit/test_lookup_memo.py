@@ -9,6 +9,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pulsar_lookup_gateway.listeners import lookup_memo
 from pulsar_lookup_gateway.listeners.lookup_memo import (
     LOOKUP_HEAD,
     AnswerTemplate,
@@ -113,33 +114,34 @@ def test_the_template_writes_what_the_codec_writes(
     assert template.frame(encode_varint(request_id)) == frame(request_id)
 
 
-def test_the_memo_is_bounded_and_forgets_an_older_view() -> None:
-    memo = LookupMemo(max_entries=3, max_key_bytes=100)
+NOWHERE = ("t/ns", 0)  # the bundle an entry is filed under (test_view_writes drops them)
+
+
+def test_the_memo_is_bounded() -> None:
+    overhead = lookup_memo.ENTRY_OVERHEAD
+    memo = LookupMemo(max_entries=3, max_bytes=100 + 4 * overhead)
     entries = memo.entries_for("choice")
-    view = object()
-    memo.check_view(view, 1)
     for i in range(3):
-        memo.remember(entries, bytes([i]), i)
-    assert len(entries) == 3
-    memo.remember(entries, b"x", "x")  # over the count: start over
+        memo.remember(entries, bytes([i]), i, NOWHERE)
+    assert len(entries) == 3 and memo.bytes_held == 3 * (1 + overhead)
+    memo.remember(entries, b"\x00", "again", NOWHERE)  # a key held already: not counted twice
+    assert len(entries) == 3 and memo.bytes_held == 3 * (1 + overhead)
+    memo.remember(entries, b"x", "x", NOWHERE)  # over the count: start over
     assert entries == {b"x": "x"}
-    memo.remember(entries, b"y" * 100, "y")  # over the bytes (1 + 100 > 100): start over
-    assert entries == {b"y" * 100: "y"}
-    memo.check_view(view, 1)
-    assert entries
-    memo.check_view(view, 2)  # the view changed: everything goes
-    assert entries == {} and memo.entries_for("choice") is entries
+    memo.remember(entries, b"y" * 300, "y", NOWHERE)  # over the bytes: start over
+    assert entries == {b"y" * 300: "y"} and memo.entries_for("choice") is entries
 
 
 def test_remembering_if_there_is_room_never_starts_over() -> None:
     """What bundle answers copy into the memo: at a bound the memo keeps what it has."""
-    memo = LookupMemo(max_entries=3, max_key_bytes=100)
+    memo = LookupMemo(max_entries=3, max_bytes=100 + 4 * lookup_memo.ENTRY_OVERHEAD)
     entries = memo.entries_for("choice")
     for i in range(5):
-        memo.remember_if_room(entries, bytes([i]), i)
+        memo.remember_if_room(entries, bytes([i]), i, NOWHERE)
     assert entries == {b"\x00": 0, b"\x01": 1, b"\x02": 2}
     memo.clear()
-    memo.remember_if_room(entries, b"y" * 101, "y")  # over the bytes
+    assert memo.bytes_held == 0
+    memo.remember_if_room(entries, b"y" * 401, "y", NOWHERE)  # over the bytes
     assert entries == {}
 
 
