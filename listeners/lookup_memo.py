@@ -20,6 +20,7 @@ frame in one pass, so that a warm pipelined lookup costs a handful of bytecodes.
 from __future__ import annotations
 
 import struct
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -204,8 +205,12 @@ class LookupMemo:
         self._max_entries = max_entries
         self._max_bytes = max_bytes
         self._by_choice: dict[Any, dict[bytes, Any]] = {}
-        # namespace (`tenant/namespace`) -> bundle's lower bound -> (choice's entries, key)
-        self._filed: dict[str, dict[int, list[tuple[dict[bytes, Any], bytes]]]] = {}
+        # bundle ((`tenant/namespace`, lower bound)) -> its entries: (choice's entries, key),
+        # in the order bundles were first filed (the first go first at a bound)
+        self._filed: OrderedDict[tuple[str, int], list[tuple[dict[bytes, Any], bytes]]] = (
+            OrderedDict()
+        )
+        self._bundles_of: dict[str, set[tuple[str, int]]] = {}  # namespace -> bundles filed
         self._bytes = 0
 
     @property
@@ -225,53 +230,67 @@ class LookupMemo:
         self, entries: dict[bytes, Any], key: bytes, value: Any, bundle: tuple[str, int]
     ) -> None:
         """Keep `value` for `key` in `entries`, filed under `bundle` ((`tenant/namespace`,
-        lower bound): what the answer was read from); at a bound everything starts over."""
+        lower bound): what the answer was read from); at a bound, the bundles filed first are
+        forgotten until there is room (not everything: the full path answers a storm's first
+        topic of each bundle, and starting over at each would re-make the whole memo)."""
         if key in entries:
             entries[key] = value
             return
-        if not self._has_room(entries, key):
-            self.clear()
-        self._file(entries, key, value, bundle)
+        size = len(key) + ENTRY_OVERHEAD
+        while self._filed and (
+            len(entries) >= self._max_entries or self._bytes + size > self._max_bytes
+        ):
+            oldest, filed = self._filed.popitem(last=False)
+            self._drop(filed)
+            self._unlist(oldest)
+        if len(entries) < self._max_entries and self._bytes + size <= self._max_bytes:
+            self._file(entries, key, value, bundle)
 
     def remember_if_room(
         self, entries: dict[bytes, Any], key: bytes, value: Any, bundle: tuple[str, int]
     ) -> None:
         """Remember unless a bound is reached (then nothing: a storm of distinct topics must
         not make the memo start over again and again)."""
-        if key not in entries and self._has_room(entries, key):
-            self._file(entries, key, value, bundle)
-
-    def _has_room(self, entries: dict[bytes, Any], key: bytes) -> bool:
-        return (
+        if (
             len(entries) < self._max_entries
             and self._bytes + len(key) + ENTRY_OVERHEAD <= self._max_bytes
-        )
+            and key not in entries
+        ):
+            self._file(entries, key, value, bundle)
 
     def _file(
         self, entries: dict[bytes, Any], key: bytes, value: Any, bundle: tuple[str, int]
     ) -> None:
         entries[key] = value
-        namespace, lower = bundle
-        filed = self._filed.get(namespace)
+        filed = self._filed.get(bundle)
         if filed is None:
-            filed = self._filed[namespace] = {}
-        keys = filed.get(lower)
-        if keys is None:
-            keys = filed[lower] = []
-        keys.append((entries, key))
+            filed = self._filed[bundle] = []
+            bundles = self._bundles_of.get(bundle[0])
+            if bundles is None:
+                bundles = self._bundles_of[bundle[0]] = set()
+            bundles.add(bundle)
+        filed.append((entries, key))
         self._bytes += len(key) + ENTRY_OVERHEAD
 
     def forget_bundle(self, namespace: str, lower: int) -> None:
-        filed = self._filed.get(namespace)
+        filed = self._filed.pop((namespace, lower), None)
         if filed is not None:
-            self._drop(filed.pop(lower, ()))
+            self._drop(filed)
+            self._unlist((namespace, lower))
 
     def forget_namespace(self, namespace: str) -> None:
-        for keys in self._filed.pop(namespace, {}).values():
-            self._drop(keys)
+        for bundle in self._bundles_of.pop(namespace, ()):
+            self._drop(self._filed.pop(bundle, ()))
 
-    def _drop(self, keys: list[tuple[dict[bytes, Any], bytes]] | tuple[()]) -> None:
-        for entries, key in keys:
+    def _unlist(self, bundle: tuple[str, int]) -> None:
+        bundles = self._bundles_of.get(bundle[0])
+        if bundles is not None:
+            bundles.discard(bundle)
+            if not bundles:
+                del self._bundles_of[bundle[0]]
+
+    def _drop(self, filed: list[tuple[dict[bytes, Any], bytes]] | tuple[()]) -> None:
+        for entries, key in filed:
             if entries.pop(key, None) is not None:
                 self._bytes -= len(key) + ENTRY_OVERHEAD
 
@@ -279,4 +298,5 @@ class LookupMemo:
         for entries in self._by_choice.values():
             entries.clear()
         self._filed.clear()
+        self._bundles_of.clear()
         self._bytes = 0

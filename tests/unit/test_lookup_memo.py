@@ -132,6 +132,24 @@ def test_the_memo_is_bounded() -> None:
     assert entries == {b"y" * 300: "y"} and memo.entries_for("choice") is entries
 
 
+def test_at_the_bound_the_bundle_filed_first_goes_first() -> None:
+    """The full path answers the first topic of each bundle in a storm: at the bound it must
+    not throw the whole memo away for each."""
+    memo = LookupMemo(max_entries=3)
+    entries, other = memo.entries_for("choice"), memo.entries_for("other choice")
+    memo.remember(entries, b"a1", "a1", ("t/ns", 1))
+    memo.remember(entries, b"b", "b", ("t/ns", 2))
+    memo.remember(other, b"a2", "a2", ("t/ns", 1))  # (the same bundle, another choice)
+    memo.remember(entries, b"c", "c", ("t/other", 3))
+    memo.remember(entries, b"d", "d", ("t/other", 4))  # over the count: bundle 1 goes
+    assert entries == {b"b": "b", b"c": "c", b"d": "d"} and other == {}
+    memo.remember(entries, b"e", "e", ("t/ns", 2))  # over the count: bundle 2 goes
+    assert entries == {b"c": "c", b"d": "d", b"e": "e"}
+    memo.forget_namespace("t/ns")
+    assert entries == {b"c": "c", b"d": "d"}
+    assert memo.bytes_held == 2 * (1 + lookup_memo.ENTRY_OVERHEAD)
+
+
 def test_remembering_if_there_is_room_never_starts_over() -> None:
     """What bundle answers copy into the memo: at a bound the memo keeps what it has."""
     memo = LookupMemo(max_entries=3, max_bytes=100 + 4 * lookup_memo.ENTRY_OVERHEAD)
