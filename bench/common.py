@@ -46,16 +46,15 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-def cluster_snapshot(
-    path: Path,
+def cluster_nodes(
     *,
     namespaces: int = NAMESPACES,
     bundles_per_namespace: int = BUNDLES_PER_NAMESPACE,
     brokers: int = BROKERS,
-    topics: int = TOPICS,
-) -> list[str]:
-    """Write a snapshot with every bundle owned; return the topics the load asks for (spread
-    over the namespaces in turn)."""
+) -> dict[str, Any]:
+    """The znodes of a cluster of `brokers` brokers (b1 the leader) and `namespaces`
+    namespaces bench/ns<n>, each of `bundles_per_namespace` equal bundles, every bundle owned
+    (by `owner_of`)."""
     nodes: dict[str, Any] = {}
     for i in range(1, brokers + 1):
         nodes[f"/loadbalance/brokers/b{i}:8080"] = broker_node(i, usage=i / brokers)
@@ -67,7 +66,28 @@ def cluster_snapshot(
             "bundles": {"boundaries": boundaries, "numBundles": bundles_per_namespace}
         }
         for j, name in enumerate(bundles.names()):
-            nodes[f"/namespace/bench/ns{n}/{name}"] = ownership_node((n + j) % brokers + 1)
+            nodes[f"/namespace/bench/ns{n}/{name}"] = ownership_node(owner_of(n, j, brokers))
+    return nodes
+
+
+def owner_of(namespace: int, bundle: int, brokers: int) -> int:
+    """The broker (1..brokers) that owns bundle `bundle` of namespace `namespace` at first."""
+    return (namespace + bundle) % brokers + 1
+
+
+def cluster_snapshot(
+    path: Path,
+    *,
+    namespaces: int = NAMESPACES,
+    bundles_per_namespace: int = BUNDLES_PER_NAMESPACE,
+    brokers: int = BROKERS,
+    topics: int = TOPICS,
+) -> list[str]:
+    """Write a snapshot of `cluster_nodes`; return the topics the load asks for (spread over
+    the namespaces in turn)."""
+    nodes = cluster_nodes(
+        namespaces=namespaces, bundles_per_namespace=bundles_per_namespace, brokers=brokers
+    )
     write_snapshot(path, nodes)
     return [f"persistent://bench/ns{t % namespaces}/topic-{t}" for t in range(topics)]
 

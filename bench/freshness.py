@@ -48,7 +48,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from bench.binary_lookup import Tally, _LoadConnection
-from bench.common import cpu_seconds, percentile
+from bench.common import cluster_nodes, cpu_seconds, owner_of, percentile
 from pulsar_lookup_gateway.listeners.binary import BinaryServer, BinarySettings
 from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
 from pulsar_lookup_gateway.listeners.protocol import codec
@@ -59,12 +59,12 @@ from pulsar_lookup_gateway.lookup.model import NAMESPACE_ROOT
 from pulsar_lookup_gateway.lookup.service import LookupService
 from pulsar_lookup_gateway.metadata_store.admin import connected, encode, seed
 from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper
-from pulsar_lookup_gateway.metadata_store.synthetic import broker_node, listeners_of, ownership_node
+from pulsar_lookup_gateway.metadata_store.synthetic import listeners_of, ownership_node
 from pulsar_lookup_gateway.metadata_store.url import parse_metadata_url
 from pulsar_lookup_gateway.metadata_store.zookeeper import ZooKeeperSource
 
 HOST = "127.0.0.1"
-TENANT = "bench"
+TENANT = "bench"  # (bench.common.cluster_nodes names its namespaces bench/ns<n>)
 PROBED_BUNDLES = 64  # bundles the prober moves in turn (spread over the namespaces)
 PROBE_TIMEOUT = 5.0  # seconds a probe waits for the changed answer before it counts as lost
 MAX_TRACES = 200_000  # trace records the gateway child keeps (a ring)
@@ -83,26 +83,6 @@ STAGES = (
 
 
 # --- the cluster ---------------------------------------------------------------------------------
-
-
-def cluster(namespaces: int, bundles: int, brokers: int) -> dict[str, Any]:
-    nodes: dict[str, Any] = {}
-    for i in range(1, brokers + 1):
-        nodes[f"/loadbalance/brokers/b{i}:8080"] = broker_node(i, usage=i / brokers)
-    nodes["/loadbalance/leader"] = {"brokerId": "b1:8080"}
-    equal = NamespaceBundles.equal(bundles)
-    boundaries = [f"0x{b:08x}" for b in equal.boundaries]
-    for n in range(namespaces):
-        nodes[f"/admin/policies/{TENANT}/ns{n}"] = {
-            "bundles": {"boundaries": boundaries, "numBundles": bundles}
-        }
-        for j, name in enumerate(equal.names()):
-            nodes[f"{NAMESPACE_ROOT}/{TENANT}/ns{n}/{name}"] = ownership_node(_owner(n, j, brokers))
-    return nodes
-
-
-def _owner(namespace: int, bundle: int, brokers: int) -> int:
-    return (namespace + bundle) % brokers + 1
 
 
 @dataclass(frozen=True)
@@ -126,7 +106,7 @@ def probed_bundles(namespaces: int, bundles: int, brokers: int, count: int) -> l
             if equal.find(topic_hash(topic)).name == wanted:
                 break
         path = f"{NAMESPACE_ROOT}/{TENANT}/ns{n}/{wanted}"
-        chosen.append(Probed(path, topic, _owner(n, j, brokers)))
+        chosen.append(Probed(path, topic, owner_of(n, j, brokers)))
     return chosen
 
 
@@ -419,7 +399,9 @@ def stage_times(
 
 
 async def run(args: argparse.Namespace) -> list[Phase]:
-    nodes = cluster(args.namespaces, args.bundles, args.brokers)
+    nodes = cluster_nodes(
+        namespaces=args.namespaces, bundles_per_namespace=args.bundles, brokers=args.brokers
+    )
     bundles = probed_bundles(args.namespaces, args.bundles, args.brokers, PROBED_BUNDLES)
     topics = [
         f"persistent://{TENANT}/ns{t % args.namespaces}/topic-{t}" for t in range(args.topics)
