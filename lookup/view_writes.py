@@ -87,6 +87,13 @@ class WriteFollower:
         for cache in self._caches:
             cache.clear()
 
+    def _anything_changed(self) -> None:
+        """Forget everything, and take what lookups read of the brokers anew at the next check
+        (the write may have changed it: a registration compared later against an older
+        reading could look unchanged while answers made in between read another one)."""
+        self._clear()
+        self._brokers_unchecked = True
+
     def _changed(self, path: str) -> None:
         for root in OWNER_ROOTS:
             if path.startswith(root):
@@ -95,14 +102,14 @@ class WriteFollower:
         if path.startswith(BROKERS_PREFIX) and not path.endswith("/"):
             self._brokers_unchecked = True
         elif not path.startswith(UNREAD_PREFIXES):
-            self._clear()
+            self._anything_changed()
 
     def _owner_changed(self, rest: str) -> None:
         """`rest`: `<tenant>/<namespace>/<bundle>`, or `<tenant>/<namespace>/` (the list of
         the namespace's owned bundles)."""
         parts = rest.split("/")
         if len(parts) != 3 or not parts[0] or not parts[1]:
-            self._clear()
+            self._anything_changed()
             return
         namespace = f"{parts[0]}/{parts[1]}"
         lower = bundle_lower(parts[2])

@@ -119,17 +119,36 @@ NOWHERE = ("t/ns", 0)  # the bundle an entry is filed under (test_view_writes dr
 
 def test_the_memo_is_bounded() -> None:
     overhead = lookup_memo.ENTRY_OVERHEAD
-    memo = LookupMemo(max_entries=3, max_bytes=100 + 4 * overhead)
+    memo = LookupMemo(max_entries=3)
     entries = memo.entries_for("choice")
     for i in range(3):
         memo.remember(entries, bytes([i]), i, NOWHERE)
     assert len(entries) == 3 and memo.bytes_held == 3 * (1 + overhead)
     memo.remember(entries, b"\x00", "again", NOWHERE)  # a key held already: not counted twice
     assert len(entries) == 3 and memo.bytes_held == 3 * (1 + overhead)
-    memo.remember(entries, b"x", "x", NOWHERE)  # over the count: start over
-    assert entries == {b"x": "x"}
-    memo.remember(entries, b"y" * 300, "y", NOWHERE)  # over the bytes: start over
-    assert entries == {b"y" * 300: "y"} and memo.entries_for("choice") is entries
+    memo.remember(entries, b"x", "x", NOWHERE)  # over the count: the bundle goes
+    assert entries == {b"x": "x"} and memo.entries_for("choice") is entries
+    by_bytes = LookupMemo(max_bytes=2 * overhead + 300)
+    entries = by_bytes.entries_for("choice")
+    by_bytes.remember(entries, b"a", "a", NOWHERE)
+    by_bytes.remember(entries, b"y" * 300, "y", NOWHERE)  # over the bytes: the bundle goes
+    assert entries == {b"y" * 300: "y"} and by_bytes.bytes_held == 300 + overhead
+    by_bytes.remember(entries, b"z" * 1000, "z", NOWHERE)  # more than the bound alone
+    assert entries == {} and by_bytes.bytes_held == 0
+
+
+def test_remembering_if_there_is_room_never_starts_over() -> None:
+    """What bundle answers copy into the memo: at a bound the memo keeps what it has."""
+    overhead = lookup_memo.ENTRY_OVERHEAD
+    memo = LookupMemo(max_entries=3, max_bytes=100 + 4 * overhead)
+    entries = memo.entries_for("choice")
+    for i in range(5):
+        memo.remember_if_room(entries, bytes([i]), i, NOWHERE)
+    assert entries == {b"\x00": 0, b"\x01": 1, b"\x02": 2}
+    memo.clear()
+    assert memo.bytes_held == 0
+    memo.remember_if_room(entries, b"y" * (101 + 3 * overhead), "y", NOWHERE)  # over the bytes
+    assert entries == {}
 
 
 def test_at_the_bound_the_bundle_filed_first_goes_first() -> None:
@@ -148,19 +167,6 @@ def test_at_the_bound_the_bundle_filed_first_goes_first() -> None:
     memo.forget_namespace("t/ns")
     assert entries == {b"c": "c", b"d": "d"}
     assert memo.bytes_held == 2 * (1 + lookup_memo.ENTRY_OVERHEAD)
-
-
-def test_remembering_if_there_is_room_never_starts_over() -> None:
-    """What bundle answers copy into the memo: at a bound the memo keeps what it has."""
-    memo = LookupMemo(max_entries=3, max_bytes=100 + 4 * lookup_memo.ENTRY_OVERHEAD)
-    entries = memo.entries_for("choice")
-    for i in range(5):
-        memo.remember_if_room(entries, bytes([i]), i, NOWHERE)
-    assert entries == {b"\x00": 0, b"\x01": 1, b"\x02": 2}
-    memo.clear()
-    assert memo.bytes_held == 0
-    memo.remember_if_room(entries, b"y" * 401, "y", NOWHERE)  # over the bytes
-    assert entries == {}
 
 
 # --- answer_run: the one-pass reader of whole frames ------------------------------------------

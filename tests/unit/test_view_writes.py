@@ -9,7 +9,9 @@ import zlib
 from pulsar_lookup_gateway.listeners.bundle_memo import BundleAnswers, BundleMemo
 from pulsar_lookup_gateway.listeners.lookup_memo import LookupMemo
 from pulsar_lookup_gateway.lookup.bundles import NamespaceBundles
-from pulsar_lookup_gateway.lookup.resolve import broker_fingerprint
+from pulsar_lookup_gateway.lookup.resolve import broker_fingerprint, resolve
+from pulsar_lookup_gateway.lookup.selection import ChoiceSource, ListenerChoice
+from pulsar_lookup_gateway.lookup.topics import TopicName
 from pulsar_lookup_gateway.lookup.view import ClusterView
 from pulsar_lookup_gateway.lookup.view_writes import WriteFollower, bundle_lower
 from pulsar_lookup_gateway.metadata_store.synthetic import (
@@ -100,6 +102,50 @@ def test_a_broker_joining_or_leaving_drops_everything() -> None:
     caches = Caches()
     caches.view.set_children("/loadbalance/brokers", [broker_id(1)])
     assert caches.held() == set()
+
+
+def test_a_registration_is_compared_with_the_brokers_answers_were_made_from() -> None:
+    """A ZooKeeper cache can hear a broker list before the registrations in it (a broker that
+    leaves and comes back under its id): an answer made after the list changed must be checked
+    against what it read, not against what was read before the list changed."""
+    brokers = "/loadbalance/brokers"
+    choice = ListenerChoice(None, ChoiceSource.INTERNAL, True)
+    view = ClusterView(complete=False)
+    view.set_children("/", ["admin", "namespace", "loadbalance"])
+    view.set_children("/loadbalance", ["brokers"])  # no leader: unowned bundles by hash
+    view.set_children("/admin/policies", ["public"])
+    view.set_children("/admin/policies/public", ["default"])
+    view.set_children("/admin/local-policies/public", [])
+    view.put_json("/admin/policies/public/default", {})  # one bundle, owned by nobody
+    view.set_children("/namespace/public/default", [])
+    for i in (1, 2):
+        view.put_json(f"{brokers}/{broker_id(i)}", broker_node(i))
+    view.set_children(brokers, [broker_id(1), broker_id(2)])
+    memo = LookupMemo()
+    follower = WriteFollower(broker_fingerprint, [memo])
+    entries = memo.entries_for(choice)
+
+    def answer(topic: str) -> str | None:
+        return resolve(TopicName.parse(topic), choice, view).broker_id
+
+    follower.check(view)
+    topic = next(
+        name
+        for name in (f"persistent://public/default/t{n}" for n in range(1000))
+        if answer(name) == broker_id(2)
+    )
+    view.set_children(brokers, [broker_id(1)])  # broker 2 left
+    view.put_json(f"{brokers}/{broker_id(1)}", broker_node(1, usage=0.5))  # a load report
+    follower.check(view)
+    view.set_children(brokers, [broker_id(1), broker_id(2)])  # back, its old content cached
+    follower.check(view)  # (as Lookups does before it memoises a full-path answer)
+    resolved = resolve(TopicName.parse(topic), choice, view)
+    bundle = (str(resolved.topic.namespace_name), resolved.bundle.lower)
+    memo.remember(entries, topic.encode(), resolved.broker_id, bundle)
+    assert entries[topic.encode()] == broker_id(2)
+    view.put_absent(f"{brokers}/{broker_id(2)}")  # gone again: its node read before the list
+    follower.check(view)
+    assert entries.get(topic.encode()) in (None, answer(topic)) and answer(topic) != broker_id(2)
 
 
 def test_unread_nodes_keep_answers_and_anything_else_drops_them() -> None:
