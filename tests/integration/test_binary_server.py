@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import trustme
 
 from pulsar_lookup_gateway.gateway import factories
 from pulsar_lookup_gateway.listeners.binary import (
@@ -41,6 +40,7 @@ from pulsar_lookup_gateway.metadata_store.synthetic import (
     topic_in_range,
 )
 from tests.broker_peer import RawClient, frame_of, producer_command, raw_command
+from tests.tls_pair import server_and_client
 
 HOST = "127.0.0.1"
 WAIT = 10.0
@@ -247,11 +247,7 @@ def test_a_tls_socket_needs_a_context(source: FileSource) -> None:
 
 async def test_lookups_over_tls(source: FileSource, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="pulsar_lookup_gateway.listeners.binary")
-    ca = trustme.CA()
-    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert(HOST).configure_cert(server_ctx)
-    client_ctx = ssl.create_default_context()
-    ca.configure_trust(client_ctx)
+    server_ctx, client_ctx = server_and_client(HOST)
     async with serving(source, ssl_context=server_ctx) as server:
         reader, writer = await asyncio.open_connection(HOST, server.port, ssl=client_ctx)
         async with RawClient(reader, writer) as raw:

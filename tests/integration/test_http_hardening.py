@@ -21,7 +21,6 @@ from typing import Any
 import aiohttp
 import jwt
 import pytest
-import trustme
 from yarl import URL
 
 from pulsar_lookup_gateway.http_api.app import build_app
@@ -42,6 +41,7 @@ from tests.integration.test_http_api import (
     file_service,
     gateway_cluster,
 )
+from tests.tls_pair import server_and_client
 
 HOST = "127.0.0.1"
 WAIT = 10.0  # bound on any single read in these tests
@@ -379,12 +379,7 @@ async def closed_after(reader: asyncio.StreamReader, started: float) -> float:
 
 @pytest.fixture(scope="module")
 def tls_pair() -> tuple[ssl.SSLContext, ssl.SSLContext]:
-    ca = trustme.CA()
-    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert(HOST).configure_cert(server)
-    client = ssl.create_default_context()
-    ca.configure_trust(client)
-    return server, client
+    return server_and_client(HOST)
 
 
 HEAD_TIMEOUT = 0.5

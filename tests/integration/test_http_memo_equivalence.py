@@ -23,7 +23,6 @@ from typing import Any
 
 import jwt
 import pytest
-import trustme
 from kazoo.client import KazooClient
 
 from pulsar_lookup_gateway.http_api.answer_memo import HttpAnswerMemo
@@ -46,6 +45,7 @@ from pulsar_lookup_gateway.metadata_store.synthetic import (
 )
 from pulsar_lookup_gateway.metadata_store.url import parse_metadata_url
 from pulsar_lookup_gateway.metadata_store.zookeeper import ZooKeeperSource
+from tests.tls_pair import server_and_client
 
 HOST = "127.0.0.1"
 WAIT = 10.0
@@ -303,12 +303,7 @@ def counts(service: LookupService) -> dict[tuple[str, tuple[tuple[str, str], ...
 
 @pytest.fixture(scope="module")
 def tls() -> tuple[ssl.SSLContext, ssl.SSLContext]:
-    ca = trustme.CA()
-    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert(HOST).configure_cert(server)
-    client = ssl.create_default_context()
-    ca.configure_trust(client)
-    return server, client
+    return server_and_client(HOST)
 
 
 @pytest.mark.parametrize("secured", ["external", "internal"])
