@@ -238,14 +238,9 @@ class LookupMemo:
         if key in entries:
             entries[key] = value
             return
-        size = len(key) + ENTRY_OVERHEAD
-        while self._filed and (
-            len(entries) >= self._max_entries or self._bytes + size > self._max_bytes
-        ):
-            oldest, filed = self._filed.popitem(last=False)
-            self._drop(filed)
-            self._unlist(oldest)
-        if len(entries) < self._max_entries and self._bytes + size <= self._max_bytes:
+        while self._filed and not self._has_room(entries, key):
+            self._forget(*self._filed.popitem(last=False))
+        if self._has_room(entries, key):
             self._file(entries, key, value, bundle)
 
     def remember_if_room(
@@ -253,12 +248,14 @@ class LookupMemo:
     ) -> None:
         """Remember unless a bound is reached (then nothing: a storm of distinct topics must
         not make the memo start over again and again)."""
-        if (
+        if key not in entries and self._has_room(entries, key):
+            self._file(entries, key, value, bundle)
+
+    def _has_room(self, entries: dict[bytes, Any], key: bytes) -> bool:
+        return (
             len(entries) < self._max_entries
             and self._bytes + len(key) + ENTRY_OVERHEAD <= self._max_bytes
-            and key not in entries
-        ):
-            self._file(entries, key, value, bundle)
+        )
 
     def _file(
         self, entries: dict[bytes, Any], key: bytes, value: Any, bundle: tuple[str, int]
@@ -277,14 +274,15 @@ class LookupMemo:
     def forget_bundle(self, namespace: str, lower: int) -> None:
         filed = self._filed.pop((namespace, lower), None)
         if filed is not None:
-            self._drop(filed)
-            self._unlist((namespace, lower))
+            self._forget((namespace, lower), filed)
 
     def forget_namespace(self, namespace: str) -> None:
         for bundle in self._bundles_of.pop(namespace, ()):
             self._drop(self._filed.pop(bundle, ()))
 
-    def _unlist(self, bundle: tuple[str, int]) -> None:
+    def _forget(self, bundle: tuple[str, int], filed: list[tuple[dict[bytes, Any], bytes]]) -> None:
+        """Drop the entries filed under `bundle` (taken out of the filing already)."""
+        self._drop(filed)
         bundles = self._bundles_of.get(bundle[0])
         if bundles is not None:
             bundles.discard(bundle)

@@ -120,7 +120,7 @@ class Lookups:
         """Memoise the answer the full path just gave (synchronously, from the current view)
         to the request whose key is `key`, with the tally it counts in; and keep it for the
         topic's bundle where every topic of that bundle gets the same answer."""
-        self._writes.check(self._service.source.view)
+        # (the view is the one this socket read's usable_memo checked: writes come between reads)
         tally = self._service.tally_for(answer.listener, "binary")
         connect = answer.response is ResponseKind.CONNECT
         bundle = (str(answer.topic.namespace_name), answer.bundle.lower)

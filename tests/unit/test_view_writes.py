@@ -138,7 +138,7 @@ def test_a_registration_is_compared_with_the_brokers_answers_were_made_from() ->
     view.put_json(f"{brokers}/{broker_id(1)}", broker_node(1, usage=0.5))  # a load report
     follower.check(view)
     view.set_children(brokers, [broker_id(1), broker_id(2)])  # back, its old content cached
-    follower.check(view)  # (as Lookups does before it memoises a full-path answer)
+    follower.check(view)  # (as each socket read does before anything is memoised)
     resolved = resolve(TopicName.parse(topic), choice, view)
     bundle = (str(resolved.topic.namespace_name), resolved.bundle.lower)
     memo.remember(entries, topic.encode(), resolved.broker_id, bundle)
