@@ -40,14 +40,14 @@ from bench.common import (
     resident_mib,
 )
 from pulsar_lookup_gateway.listeners.binary import BinaryServer, BinarySettings
-from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.endpoints.addresses import Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec
 from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand, LookupType
-from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
 from pulsar_lookup_gateway.lookup.networks import NetworkTable, parse_cidr
 from pulsar_lookup_gateway.lookup.selection import ClientRoutes
-from pulsar_lookup_gateway.lookup.service import LookupService
 from pulsar_lookup_gateway.metadata_store.file import FileSource
+from pulsar_lookup_gateway.serving.service import LookupService
 
 HOST = "127.0.0.1"
 _HEADER = struct.Struct(">I")

@@ -50,18 +50,18 @@ from typing import Any
 from bench.binary_lookup import Tally, _LoadConnection
 from bench.common import cluster_nodes, cpu_seconds, owner_of, percentile
 from pulsar_lookup_gateway.listeners.binary import BinaryServer, BinarySettings
-from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.endpoints.addresses import Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec
 from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand
-from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
 from pulsar_lookup_gateway.lookup.bundles import NamespaceBundles, topic_hash
 from pulsar_lookup_gateway.lookup.model import NAMESPACE_ROOT
-from pulsar_lookup_gateway.lookup.service import LookupService
 from pulsar_lookup_gateway.metadata_store.admin import connected, encode, seed
 from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper
 from pulsar_lookup_gateway.metadata_store.synthetic import listeners_of, ownership_node
 from pulsar_lookup_gateway.metadata_store.url import parse_metadata_url
 from pulsar_lookup_gateway.metadata_store.zookeeper import ZooKeeperSource
+from pulsar_lookup_gateway.serving.service import LookupService
 
 HOST = "127.0.0.1"
 TENANT = "bench"  # (bench.common.cluster_nodes names its namespaces bench/ns<n>)

@@ -28,9 +28,9 @@ from multidict import CIMultiDict
 
 from bench.http_lookup import LISTENER, OWNED, PATH
 from pulsar_lookup_gateway.http_api.app import build_app
-from pulsar_lookup_gateway.lookup.service import LookupService
 from pulsar_lookup_gateway.metadata_store.file import FileSource
 from pulsar_lookup_gateway.metadata_store.synthetic import cluster
+from pulsar_lookup_gateway.serving.service import LookupService
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

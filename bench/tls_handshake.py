@@ -42,12 +42,12 @@ from bench.common import cluster_snapshot, cpu_seconds, measured_window, percent
 from pulsar_lookup_gateway.http_api.app import build_app
 from pulsar_lookup_gateway.http_api.server import HttpServer
 from pulsar_lookup_gateway.listeners.binary import BinaryServer, BinarySettings
-from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.endpoints.addresses import Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec
 from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand, LookupType
-from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
-from pulsar_lookup_gateway.lookup.service import LookupService
 from pulsar_lookup_gateway.metadata_store.file import FileSource
+from pulsar_lookup_gateway.serving.service import LookupService
 from pulsar_lookup_gateway.tls.devcerts import write_dev_certs
 from pulsar_lookup_gateway.tls.material import PemFiles
 from pulsar_lookup_gateway.tls.reload import ListenerTls

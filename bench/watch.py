@@ -107,8 +107,8 @@ def _serve(config_text: str, conn: Connection) -> None:
     """Child process: a gateway; answers "usage" with (CPU seconds, RSS MiB, peak RSS MiB,
     full collections and the longest since the last usage)."""
     from pulsar_lookup_gateway.gateway.process import Gateway, raise_open_files_limit
-    from pulsar_lookup_gateway.listeners.conf_file import parse_properties
-    from pulsar_lookup_gateway.listeners.config import validate_raw
+    from pulsar_lookup_gateway.listeners.config.conf_file import parse_properties
+    from pulsar_lookup_gateway.listeners.config.model import validate_raw
 
     collections = _Collections()
 

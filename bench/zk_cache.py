@@ -17,13 +17,13 @@ from typing import Any
 from pulsar_lookup_gateway.lookup.bundles import NamespaceBundles
 from pulsar_lookup_gateway.lookup.resolve import resolve
 from pulsar_lookup_gateway.lookup.selection import ChoiceSource, ListenerChoice
-from pulsar_lookup_gateway.lookup.service import LookupService
 from pulsar_lookup_gateway.lookup.topics import TopicName
 from pulsar_lookup_gateway.metadata_store.admin import connected, seed
 from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper
 from pulsar_lookup_gateway.metadata_store.synthetic import broker_node, ownership_node
 from pulsar_lookup_gateway.metadata_store.url import parse_metadata_url
 from pulsar_lookup_gateway.metadata_store.zookeeper import ZooKeeperSource
+from pulsar_lookup_gateway.serving.service import LookupService
 
 NAMESPACE_BUNDLES = 1000  # bundles per namespace: 100,000 bundles = 100 namespaces
 

@@ -393,10 +393,10 @@ def _serve(snapshot_path: str, conn: Connection) -> None:
     """Child process: the gateway's HTTP app on 127.0.0.1, until the parent says stop."""
     from pulsar_lookup_gateway.http_api.app import build_app
     from pulsar_lookup_gateway.http_api.server import HttpServer
-    from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
-    from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
-    from pulsar_lookup_gateway.lookup.service import LookupService
+    from pulsar_lookup_gateway.listeners.endpoints.addresses import Endpoint, Scheme
+    from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec
     from pulsar_lookup_gateway.metadata_store.file import FileSource
+    from pulsar_lookup_gateway.serving.service import LookupService
 
     async def serve() -> None:
         source = FileSource(snapshot_path, poll_interval=3600)

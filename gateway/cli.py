@@ -27,11 +27,10 @@ from pulsar_lookup_gateway.gateway.startup import (
 )
 from pulsar_lookup_gateway.gateway.version import gateway_version
 from pulsar_lookup_gateway.gateway.watch_command import add_parser as add_watch_parser
-from pulsar_lookup_gateway.listeners.config import ConfigError, GatewayConfig, load_config
+from pulsar_lookup_gateway.listeners.config.model import ConfigError, GatewayConfig, load_config
 from pulsar_lookup_gateway.lookup.errors import LookupFailure
 from pulsar_lookup_gateway.lookup.protocol_data import PROTOCOL_NAME_RULE, is_protocol_name
 from pulsar_lookup_gateway.lookup.resolve import LookupAnswer, ResolvePolicy
-from pulsar_lookup_gateway.lookup.service import LookupService
 from pulsar_lookup_gateway.lookup.topics import TopicName
 from pulsar_lookup_gateway.metadata_store.admin import (
     CONNECT_TIMEOUT,
@@ -46,6 +45,7 @@ from pulsar_lookup_gateway.metadata_store.snapshot import (
     write_snapshot,
 )
 from pulsar_lookup_gateway.metadata_store.url import MetadataUrl, parse_metadata_url
+from pulsar_lookup_gateway.serving.service import LookupService
 from pulsar_lookup_gateway.tls.devcerts import DEFAULT_HOSTS, write_dev_certs
 from pulsar_lookup_gateway.zones import cli as zones_cli
 

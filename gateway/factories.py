@@ -7,6 +7,7 @@ from __future__ import annotations
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from prometheus_client import CollectorRegistry
 
+from pulsar_lookup_gateway.brokers.link import LinkSettings
 from pulsar_lookup_gateway.http_api.watch import WatchSettings
 from pulsar_lookup_gateway.listeners.auth import (
     MIN_SECRET_BYTES,
@@ -18,15 +19,14 @@ from pulsar_lookup_gateway.listeners.auth import (
     load_public_key,
     read_key,
 )
-from pulsar_lookup_gateway.listeners.auth_keys import (
+from pulsar_lookup_gateway.listeners.binary import BinarySettings
+from pulsar_lookup_gateway.listeners.binary.settings import FRAME_PADDING
+from pulsar_lookup_gateway.listeners.config.auth_keys import (
     SECRET_KEY_ALGORITHM,
     TLS_PROVIDER,
     TOKEN_PROVIDER,
 )
-from pulsar_lookup_gateway.listeners.binary import BinarySettings
-from pulsar_lookup_gateway.listeners.binary.settings import FRAME_PADDING
-from pulsar_lookup_gateway.listeners.broker_link import LinkSettings
-from pulsar_lookup_gateway.listeners.config import GatewayConfig
+from pulsar_lookup_gateway.listeners.config.model import GatewayConfig
 
 
 def binary_settings(config: GatewayConfig, listener: str | None) -> BinarySettings:

@@ -12,6 +12,7 @@ import signal
 import ssl
 from typing import Any, Protocol
 
+from pulsar_lookup_gateway.brokers.link import BrokerLink
 from pulsar_lookup_gateway.gateway import factories
 from pulsar_lookup_gateway.gateway.logs import ACCESS_LOGGER
 from pulsar_lookup_gateway.gateway.socket_names import CannotListen
@@ -21,15 +22,14 @@ from pulsar_lookup_gateway.http_api.server import HttpServer
 from pulsar_lookup_gateway.listeners.auth import Authenticator
 from pulsar_lookup_gateway.listeners.binary import BinaryServer
 from pulsar_lookup_gateway.listeners.binary.reply_budget import ReplyBudget
-from pulsar_lookup_gateway.listeners.broker_link import BrokerLink
-from pulsar_lookup_gateway.listeners.config import GatewayConfig
-from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
+from pulsar_lookup_gateway.listeners.config.model import GatewayConfig
+from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec
 from pulsar_lookup_gateway.lookup.authorization import LookupAuthorizer
-from pulsar_lookup_gateway.lookup.log_throttle import LogThrottle
-from pulsar_lookup_gateway.lookup.service import LookupService
 from pulsar_lookup_gateway.lookup.source import MetadataSource
 from pulsar_lookup_gateway.lookup.topic_list import TopicLister
 from pulsar_lookup_gateway.metadata_store.open import open_source
+from pulsar_lookup_gateway.serving.log_throttle import LogThrottle
+from pulsar_lookup_gateway.serving.service import LookupService
 from pulsar_lookup_gateway.tls.metrics import TlsMetrics
 from pulsar_lookup_gateway.tls.reload import GatewayTls
 

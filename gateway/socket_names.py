@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import socket
 
-from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
+from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec
 
 
 def socket_name(spec: SocketSpec) -> str:

@@ -18,8 +18,8 @@ from pulsar_lookup_gateway.gateway.startup import (
     serve_config,
     setup_logging,
 )
-from pulsar_lookup_gateway.listeners.config import GatewayConfig
-from pulsar_lookup_gateway.listeners.endpoints import Endpoint
+from pulsar_lookup_gateway.listeners.config.model import GatewayConfig
+from pulsar_lookup_gateway.listeners.endpoints.addresses import Endpoint
 from pulsar_lookup_gateway.metadata_store.admin import connected, seed
 from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import (
     EmbeddedZooKeeper,

@@ -25,13 +25,13 @@ from pulsar_lookup_gateway.gateway.logs import (
 )
 from pulsar_lookup_gateway.gateway.socket_names import CannotListen
 from pulsar_lookup_gateway.listeners.auth import AuthConfigError
-from pulsar_lookup_gateway.listeners.config import (
+from pulsar_lookup_gateway.listeners.config.model import (
     ConfigError,
     GatewayConfig,
     LoadedConfig,
     load_config,
 )
-from pulsar_lookup_gateway.listeners.socket_table import SocketSpec, socket_conflicts
+from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec, socket_conflicts
 from pulsar_lookup_gateway.metadata_store.snapshot import SnapshotError, read_snapshot
 from pulsar_lookup_gateway.tls.errors import TlsConfigError
 from pulsar_lookup_gateway.tls.reload import ListenerTls

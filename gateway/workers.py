@@ -69,8 +69,8 @@ from types import FrameType
 from prometheus_client import Counter, values
 from prometheus_client.multiprocess import mark_process_dead
 
-from pulsar_lookup_gateway.listeners.config import GatewayConfig
-from pulsar_lookup_gateway.lookup.metrics import WORKER_RESTARTS, WORKER_RESTARTS_HELP
+from pulsar_lookup_gateway.listeners.config.model import GatewayConfig
+from pulsar_lookup_gateway.serving.metrics import WORKER_RESTARTS, WORKER_RESTARTS_HELP
 
 log = logging.getLogger(__name__)
 

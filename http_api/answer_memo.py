@@ -24,10 +24,10 @@ from typing import Any
 from aiohttp import web
 
 from pulsar_lookup_gateway.listeners.auth import ListenerGuard
-from pulsar_lookup_gateway.lookup.metrics import LookupTally
 from pulsar_lookup_gateway.lookup.selection import ListenerChoice
-from pulsar_lookup_gateway.lookup.service import LookupService
 from pulsar_lookup_gateway.lookup.view import ClusterView
+from pulsar_lookup_gateway.serving.metrics import LookupTally
+from pulsar_lookup_gateway.serving.service import LookupService
 
 MAX_ENTRIES = 16_384  # per socket; more starts the memo over
 MAX_BYTES = 16 * 1024 * 1024  # keys and answers together (clients choose the keys' bytes)

@@ -40,6 +40,8 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from pulsar_lookup_gateway.brokers.answers import TOPIC_LIST_MODES, BrokerRefusal
+from pulsar_lookup_gateway.brokers.link import ANONYMOUS, BrokerLink, Principal, required
 from pulsar_lookup_gateway.http_api.answer_memo import (
     MAX_TARGET,
     Entry,
@@ -67,10 +69,8 @@ from pulsar_lookup_gateway.listeners.auth import (
     not_authenticated,
     verified_peer_certificate,
 )
-from pulsar_lookup_gateway.listeners.broker_answers import TOPIC_LIST_MODES, BrokerRefusal
-from pulsar_lookup_gateway.listeners.broker_link import ANONYMOUS, BrokerLink, Principal, required
-from pulsar_lookup_gateway.listeners.client_origin import AddressSource, ClientOrigin
-from pulsar_lookup_gateway.listeners.forwarded import (
+from pulsar_lookup_gateway.listeners.endpoints.client_origin import AddressSource, ClientOrigin
+from pulsar_lookup_gateway.listeners.endpoints.forwarded import (
     FORWARDED,
     HEADERS,
     X_FORWARDED_FOR,
@@ -86,10 +86,10 @@ from pulsar_lookup_gateway.lookup.selection import (
     ChoiceSource,
     ListenerChoice,
 )
-from pulsar_lookup_gateway.lookup.service import LookupService
 from pulsar_lookup_gateway.lookup.service_urls import service_hosts
 from pulsar_lookup_gateway.lookup.topics import TopicName, is_system_service_namespace
 from pulsar_lookup_gateway.lookup.untrusted import printable
+from pulsar_lookup_gateway.serving.service import LookupService
 
 LISTENER_HEADER = "X-Pulsar-ListenerName"
 AUTH_METHOD_HEADER = "X-Pulsar-Auth-Method-Name"  # Pulsar's: names the provider to use

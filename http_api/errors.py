@@ -7,7 +7,7 @@ from types import MappingProxyType
 
 from aiohttp import web
 
-from pulsar_lookup_gateway.listeners.broker_answers import BrokerRefusal
+from pulsar_lookup_gateway.brokers.answers import BrokerRefusal
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure, ServerError
 from pulsar_lookup_gateway.lookup.untrusted import printable
 

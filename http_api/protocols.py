@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import asyncio
 
-from pulsar_lookup_gateway.listeners.broker_answers import BrokerLookup
-from pulsar_lookup_gateway.listeners.broker_link import ANONYMOUS, BrokerLink, Principal
+from pulsar_lookup_gateway.brokers.answers import BrokerLookup
+from pulsar_lookup_gateway.brokers.link import ANONYMOUS, BrokerLink, Principal
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
 from pulsar_lookup_gateway.lookup.protocol_data import ProtocolAnswer
 from pulsar_lookup_gateway.lookup.selection import ListenerChoice
-from pulsar_lookup_gateway.lookup.service import LookupService
 from pulsar_lookup_gateway.lookup.topics import TopicName
 from pulsar_lookup_gateway.lookup.untrusted import printable
+from pulsar_lookup_gateway.serving.service import LookupService
 
 OWNERSHIP_WAIT = 2.0  # seconds a request waits for a bundle it had a broker take
 VIEW_POLL = 0.02  # seconds between looks at the view while waiting

@@ -19,7 +19,7 @@ import json
 import struct
 from typing import Any
 
-from pulsar_lookup_gateway.listeners.broker_answers import BrokerRefusal, BrokerSchema
+from pulsar_lookup_gateway.brokers.answers import BrokerRefusal, BrokerSchema
 from pulsar_lookup_gateway.lookup.errors import ServerError
 
 __all__ = ["SCHEMA_NOT_FOUND", "schema_json", "schema_refusal", "version_bytes"]

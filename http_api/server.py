@@ -22,18 +22,18 @@ from aiohttp.web_request import BaseRequest
 from aiohttp.web_response import StreamResponse
 
 from pulsar_lookup_gateway.http_api.errors import json_error
-from pulsar_lookup_gateway.listeners.client_origin import ClientOrigin
-from pulsar_lookup_gateway.listeners.endpoints import Scheme
-from pulsar_lookup_gateway.listeners.proxied_accept import ProxiedAcceptor
-from pulsar_lookup_gateway.listeners.socket_table import (
+from pulsar_lookup_gateway.listeners.endpoints.addresses import Scheme
+from pulsar_lookup_gateway.listeners.endpoints.client_origin import ClientOrigin
+from pulsar_lookup_gateway.listeners.endpoints.proxied_accept import ProxiedAcceptor
+from pulsar_lookup_gateway.listeners.endpoints.socket_table import (
     BACKLOG,
     BoundSocket,
     SocketSpec,
     bind_listening,
 )
-from pulsar_lookup_gateway.lookup.log_throttle import LogThrottle
-from pulsar_lookup_gateway.lookup.metrics import LookupMetrics
 from pulsar_lookup_gateway.lookup.networks import NetworkTable
+from pulsar_lookup_gateway.serving.log_throttle import LogThrottle
+from pulsar_lookup_gateway.serving.metrics import LookupMetrics
 from pulsar_lookup_gateway.tls.server_names import (
     CERTIFICATE_MISSING,
     client_certificate_missing,

@@ -42,17 +42,17 @@ from prometheus_client import Counter as MetricCounter
 from prometheus_client import Gauge
 
 from pulsar_lookup_gateway.http_api.errors import json_error
+from pulsar_lookup_gateway.http_api.watch_stream import StreamState
 from pulsar_lookup_gateway.listeners.auth import AuthenticationFailed, Credentials, Identity
-from pulsar_lookup_gateway.listeners.client_origin import ClientOrigin
+from pulsar_lookup_gateway.listeners.endpoints.client_origin import ClientOrigin
 from pulsar_lookup_gateway.listeners.routing import Route
 from pulsar_lookup_gateway.lookup.errors import LookupFailure
-from pulsar_lookup_gateway.lookup.metrics import PREFIX
 from pulsar_lookup_gateway.lookup.ownership_changes import ErrorCode
-from pulsar_lookup_gateway.lookup.ownership_watch import OwnershipWatch
-from pulsar_lookup_gateway.lookup.service import LookupService
 from pulsar_lookup_gateway.lookup.topics import TopicName
 from pulsar_lookup_gateway.lookup.untrusted import printable
-from pulsar_lookup_gateway.lookup.watch_stream import StreamState
+from pulsar_lookup_gateway.serving.metrics import PREFIX
+from pulsar_lookup_gateway.serving.ownership_watch import OwnershipWatch
+from pulsar_lookup_gateway.serving.service import LookupService
 
 log = logging.getLogger(__name__)
 

@@ -45,7 +45,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import NameOID
 from prometheus_client import CollectorRegistry, Counter
 
-from pulsar_lookup_gateway.listeners.auth_keys import (
+from pulsar_lookup_gateway.listeners.config.auth_keys import (
     SECRET_KEY_ALGORITHM,
     TLS_PROVIDER,
     TOKEN_PROVIDER,

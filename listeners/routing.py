@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pulsar_lookup_gateway.listeners.auth import ListenerGuard
-from pulsar_lookup_gateway.listeners.client_origin import ClientOrigin
+from pulsar_lookup_gateway.listeners.endpoints.client_origin import ClientOrigin
 from pulsar_lookup_gateway.lookup.errors import LookupFailure
 from pulsar_lookup_gateway.lookup.resolve import listener_missing
 from pulsar_lookup_gateway.lookup.selection import (
@@ -23,9 +23,9 @@ from pulsar_lookup_gateway.lookup.selection import (
     given_name,
     is_listener_name,
 )
-from pulsar_lookup_gateway.lookup.service import LookupService
 from pulsar_lookup_gateway.lookup.topics import TopicName
 from pulsar_lookup_gateway.lookup.untrusted import printable
+from pulsar_lookup_gateway.serving.service import LookupService
 
 #: Characters of a refused listener name kept (escaped) in an answer or a log line.
 NAME_SHOWN = 64

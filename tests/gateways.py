@@ -6,8 +6,8 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from pulsar_lookup_gateway.gateway.process import Gateway
-from pulsar_lookup_gateway.listeners.conf_file import parse_properties
-from pulsar_lookup_gateway.listeners.config import GatewayConfig, validate_raw
+from pulsar_lookup_gateway.listeners.config.conf_file import parse_properties
+from pulsar_lookup_gateway.listeners.config.model import GatewayConfig, validate_raw
 
 
 def config_from(text: str, name: str = "test.conf") -> GatewayConfig:

@@ -11,6 +11,8 @@ import contextlib
 from collections.abc import Iterator
 from typing import cast
 
+from pulsar_lookup_gateway.brokers.answers import BrokerRefusal, BrokerSchema, TopicList
+from pulsar_lookup_gateway.brokers.link import BrokerLink, required
 from pulsar_lookup_gateway.listeners.binary.replies import (
     error_failed,
     partitions_failed,
@@ -18,8 +20,6 @@ from pulsar_lookup_gateway.listeners.binary.replies import (
 )
 from pulsar_lookup_gateway.listeners.binary.requests import RequestRunner
 from pulsar_lookup_gateway.listeners.binary.session import Session
-from pulsar_lookup_gateway.listeners.broker_answers import BrokerRefusal, BrokerSchema, TopicList
-from pulsar_lookup_gateway.listeners.broker_link import BrokerLink, required
 from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import (
     CommandGetSchema,
@@ -29,9 +29,9 @@ from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import (
 )
 from pulsar_lookup_gateway.lookup.auto_creation import Partitions, TopicNotFound, topic_not_found
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
-from pulsar_lookup_gateway.lookup.service import LookupService
 from pulsar_lookup_gateway.lookup.topic_list import TopicListing
 from pulsar_lookup_gateway.lookup.topics import TopicName
+from pulsar_lookup_gateway.serving.service import LookupService
 
 #: Requests of one connection waiting on a broker at once; beyond, TooManyRequests at once.
 #: (A broker's answer can be megabytes: what a connection has in flight is what it can make

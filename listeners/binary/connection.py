@@ -21,7 +21,7 @@ from pulsar_lookup_gateway.listeners.binary.requests import RequestRunner
 from pulsar_lookup_gateway.listeners.binary.session import Memo, Session
 from pulsar_lookup_gateway.listeners.binary.settings import PRE_CONNECT_MAX_FRAME, BinarySettings
 from pulsar_lookup_gateway.listeners.binary.state import ConnectionState, move
-from pulsar_lookup_gateway.listeners.client_origin import ClientOrigin
+from pulsar_lookup_gateway.listeners.endpoints.client_origin import ClientOrigin
 from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.listeners.protocol.codec import (
     BaseCommand,
@@ -31,7 +31,7 @@ from pulsar_lookup_gateway.listeners.protocol.codec import (
     UnknownCommand,
 )
 from pulsar_lookup_gateway.listeners.routing import Route
-from pulsar_lookup_gateway.lookup.log_throttle import LogThrottle
+from pulsar_lookup_gateway.serving.log_throttle import LogThrottle
 
 log = logging.getLogger(__package__)
 _BUDGET_LOG = LogThrottle(log, logging.WARNING)  # connections closed for unread answers

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from pulsar_lookup_gateway.brokers.link import Principal
 from pulsar_lookup_gateway.listeners.auth import (
     AuthenticationFailed,
     Credentials,
@@ -18,12 +19,11 @@ from pulsar_lookup_gateway.listeners.binary.settings import (
     BinarySettings,
 )
 from pulsar_lookup_gateway.listeners.binary.state import ConnectionState
-from pulsar_lookup_gateway.listeners.broker_link import Principal
 from pulsar_lookup_gateway.listeners.bundle_memo import BundleMemo
 from pulsar_lookup_gateway.listeners.lookup_memo import LookupMemo
 from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand, FeatureFlags
-from pulsar_lookup_gateway.lookup.log_throttle import LogThrottle
+from pulsar_lookup_gateway.serving.log_throttle import LogThrottle
 
 log = logging.getLogger(__package__)
 

@@ -25,10 +25,10 @@ from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand, Command,
 from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import CommandLookupTopic
 from pulsar_lookup_gateway.listeners.routing import Route, Router
 from pulsar_lookup_gateway.lookup.errors import LookupFailure, NodeNotLoaded
-from pulsar_lookup_gateway.lookup.metrics import LookupTally
 from pulsar_lookup_gateway.lookup.resolve import LookupAnswer, ResponseKind, broker_fingerprint
-from pulsar_lookup_gateway.lookup.service import LookupService
-from pulsar_lookup_gateway.lookup.view_writes import WriteFollower
+from pulsar_lookup_gateway.serving.metrics import LookupTally
+from pulsar_lookup_gateway.serving.service import LookupService
+from pulsar_lookup_gateway.serving.view_writes import WriteFollower
 
 log = logging.getLogger(__package__)
 

@@ -8,6 +8,7 @@ import asyncio
 import logging
 import ssl
 
+from pulsar_lookup_gateway.brokers.link import BrokerLink
 from pulsar_lookup_gateway.listeners.auth import Authenticator
 from pulsar_lookup_gateway.listeners.binary.broker_requests import (
     PartitionedMetadata,
@@ -20,19 +21,18 @@ from pulsar_lookup_gateway.listeners.binary.handshake import Handshake
 from pulsar_lookup_gateway.listeners.binary.lookups import Lookups
 from pulsar_lookup_gateway.listeners.binary.reply_budget import ReplyBudget
 from pulsar_lookup_gateway.listeners.binary.settings import BinarySettings
-from pulsar_lookup_gateway.listeners.broker_link import BrokerLink
-from pulsar_lookup_gateway.listeners.client_origin import ClientOrigin
-from pulsar_lookup_gateway.listeners.proxied_accept import ProxiedAcceptor
-from pulsar_lookup_gateway.listeners.routing import Route, Router
-from pulsar_lookup_gateway.listeners.socket_table import (
+from pulsar_lookup_gateway.listeners.endpoints.client_origin import ClientOrigin
+from pulsar_lookup_gateway.listeners.endpoints.proxied_accept import ProxiedAcceptor
+from pulsar_lookup_gateway.listeners.endpoints.socket_table import (
     BACKLOG,
     BoundSocket,
     SocketSpec,
     bind_listening,
 )
-from pulsar_lookup_gateway.lookup.log_throttle import LogThrottle
+from pulsar_lookup_gateway.listeners.routing import Route, Router
 from pulsar_lookup_gateway.lookup.selection import ListenerChoice
-from pulsar_lookup_gateway.lookup.service import LookupService
+from pulsar_lookup_gateway.serving.log_throttle import LogThrottle
+from pulsar_lookup_gateway.serving.service import LookupService
 from pulsar_lookup_gateway.tls.server_names import (
     CERTIFICATE_MISSING,
     client_certificate_missing,

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pulsar_lookup_gateway.brokers.link import ANONYMOUS, Principal
 from pulsar_lookup_gateway.listeners.auth import Identity
-from pulsar_lookup_gateway.listeners.broker_link import ANONYMOUS, Principal
 from pulsar_lookup_gateway.listeners.bundle_memo import BundleAnswers
-from pulsar_lookup_gateway.listeners.client_origin import ClientOrigin
+from pulsar_lookup_gateway.listeners.endpoints.client_origin import ClientOrigin
 from pulsar_lookup_gateway.listeners.lookup_memo import AnswerTemplate
 from pulsar_lookup_gateway.listeners.routing import Route
-from pulsar_lookup_gateway.lookup.metrics import LookupTally
 from pulsar_lookup_gateway.lookup.selection import ListenerChoice
+from pulsar_lookup_gateway.serving.metrics import LookupTally
 
 #: Memoised LOOKUPs of one listener choice: request key -> (answer template, (tally, connect),
 #: (`tenant/namespace`, bundle's lower bound)).

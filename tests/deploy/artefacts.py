@@ -11,8 +11,8 @@ from typing import Any
 
 import yaml
 
-from pulsar_lookup_gateway.listeners.conf_file import RawConfig, parse_properties
-from pulsar_lookup_gateway.listeners.config import GatewayConfig, validate_raw
+from pulsar_lookup_gateway.listeners.config.conf_file import RawConfig, parse_properties
+from pulsar_lookup_gateway.listeners.config.model import GatewayConfig, validate_raw
 from tests.processes import ROOT
 
 DEPLOY = ROOT / "deploy"

@@ -25,11 +25,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pulsar_lookup_gateway.http_api.watch import WatchMetrics
 from pulsar_lookup_gateway.listeners.auth import Authenticator
-from pulsar_lookup_gateway.lookup.metrics import LookupMetrics
-from pulsar_lookup_gateway.lookup.service import LookupService
 from pulsar_lookup_gateway.metadata_store.open import open_source
 from pulsar_lookup_gateway.metadata_store.synthetic import topic_in_range
 from pulsar_lookup_gateway.metadata_store.url import parse_metadata_url
+from pulsar_lookup_gateway.serving.metrics import LookupMetrics
+from pulsar_lookup_gateway.serving.service import LookupService
 from pulsar_lookup_gateway.tls.metrics import TlsMetrics
 from tests.processes import DEMO, EXE
 

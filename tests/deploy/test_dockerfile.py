@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from pulsar_lookup_gateway.listeners.conf_file import parse_properties
-from pulsar_lookup_gateway.listeners.config import validate_raw
-from pulsar_lookup_gateway.listeners.endpoints import Scheme
+from pulsar_lookup_gateway.listeners.config.conf_file import parse_properties
+from pulsar_lookup_gateway.listeners.config.model import validate_raw
+from pulsar_lookup_gateway.listeners.endpoints.addresses import Scheme
 from pulsar_lookup_gateway.tls.devcerts import write_dev_certs
 from tests.deploy.artefacts import (
     CONFIG_PATH,

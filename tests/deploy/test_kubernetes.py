@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from packaging.version import Version
 
-from pulsar_lookup_gateway.listeners.endpoints import Scheme
+from pulsar_lookup_gateway.listeners.endpoints.addresses import Scheme
 from pulsar_lookup_gateway.tls.devcerts import write_dev_certs
 from tests.deploy.artefacts import (
     CONFIG_PATH,

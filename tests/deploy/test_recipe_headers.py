@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from pulsar_lookup_gateway.listeners.conf_file import parse_properties
-from pulsar_lookup_gateway.listeners.config import GatewayConfig, validate_raw
+from pulsar_lookup_gateway.listeners.config.conf_file import parse_properties
+from pulsar_lookup_gateway.listeners.config.model import GatewayConfig, validate_raw
 from tests.deploy.artefacts import DEPLOY, configmap_config, yaml_documents
 from tests.recipe_keys import gateway_side
 

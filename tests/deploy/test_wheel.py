@@ -67,7 +67,7 @@ def test_the_wheel_imports_as_a_zip_under_its_one_name(wheel: Path, tmp_path: Pa
     # As spark-submit --py-files does: the archive on sys.path, no checkout in sight.
     probe = (
         "import importlib.util, sys\n"
-        "import pulsar_lookup_gateway.lookup.service as s\n"
+        "import pulsar_lookup_gateway.serving.service as s\n"
         "import pulsar_lookup_gateway.zones.spark\n"
         "print(s.__file__)\n"
         "print(sorted(n for n in ('lookup', 'zones', 'console', 'gateway', 'listeners', 'tls',"

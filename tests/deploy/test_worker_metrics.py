@@ -14,9 +14,9 @@ import pytest
 from kazoo.client import KazooClient
 from prometheus_client import Metric
 
-from pulsar_lookup_gateway.lookup.metrics import LATENCY_BUCKETS
 from pulsar_lookup_gateway.metadata_store.admin import seed
 from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper, free_port
+from pulsar_lookup_gateway.serving.metrics import LATENCY_BUCKETS
 from pulsar_lookup_gateway.tls.devcerts import write_dev_certs
 from tests.deploy.gateways import (
     LISTENING,

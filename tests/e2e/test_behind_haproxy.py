@@ -24,7 +24,7 @@ import pytest
 import trustme
 
 from pulsar_lookup_gateway.gateway.process import Gateway
-from pulsar_lookup_gateway.listeners.config import GatewayConfig
+from pulsar_lookup_gateway.listeners.config.model import GatewayConfig
 from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import free_port
 from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
 from tests.broker_peer import BrokerPeer

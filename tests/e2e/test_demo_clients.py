@@ -12,8 +12,8 @@ import pytest
 
 from pulsar_lookup_gateway.gateway.process import Gateway
 from pulsar_lookup_gateway.gateway.standalone import DEMO_CLIENTS
-from pulsar_lookup_gateway.listeners.conf_file import parse_properties
-from pulsar_lookup_gateway.listeners.config import validate_raw
+from pulsar_lookup_gateway.listeners.config.conf_file import parse_properties
+from pulsar_lookup_gateway.listeners.config.model import validate_raw
 from tests.e2e.clients import in_thread, produce
 from tests.processes import DEMO
 

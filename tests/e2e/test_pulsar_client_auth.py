@@ -23,13 +23,13 @@ from pulsar_lookup_gateway.http_api.app import build_app
 from pulsar_lookup_gateway.http_api.server import HttpServer
 from pulsar_lookup_gateway.listeners.auth import Authenticator, TokenAuthenticationProvider
 from pulsar_lookup_gateway.listeners.binary import BinaryServer, BinarySettings
-from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
-from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
+from pulsar_lookup_gateway.listeners.endpoints.addresses import Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec
 from pulsar_lookup_gateway.lookup.authorization import LookupAuthorizer
-from pulsar_lookup_gateway.lookup.service import LookupService
 from pulsar_lookup_gateway.metadata_store.file import FileSource
 from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
 from pulsar_lookup_gateway.metadata_store.synthetic import cluster, topic_in_range
+from pulsar_lookup_gateway.serving.service import LookupService
 from tests.broker_peer import BrokerPeer
 from tests.e2e import clients
 from tests.e2e.clients import OPERATION_TIMEOUT, in_thread

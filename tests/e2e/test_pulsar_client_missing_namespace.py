@@ -18,12 +18,12 @@ import pulsar
 import pytest
 
 from pulsar_lookup_gateway.listeners.binary import BinaryServer, BinarySettings
-from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
-from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
-from pulsar_lookup_gateway.lookup.service import LookupService
+from pulsar_lookup_gateway.listeners.endpoints.addresses import Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec
 from pulsar_lookup_gateway.metadata_store.file import FileSource
 from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
 from pulsar_lookup_gateway.metadata_store.synthetic import cluster
+from pulsar_lookup_gateway.serving.service import LookupService
 from tests.broker_peer import BrokerPeer
 from tests.e2e.clients import in_thread, partitions, produce
 

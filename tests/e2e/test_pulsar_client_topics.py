@@ -23,20 +23,20 @@ import _pulsar
 import pulsar
 import pytest
 
+from pulsar_lookup_gateway.brokers.link import BrokerLink, LinkSettings
 from pulsar_lookup_gateway.http_api.app import build_app
 from pulsar_lookup_gateway.http_api.server import HttpServer
 from pulsar_lookup_gateway.listeners.binary import BinaryServer, BinarySettings
-from pulsar_lookup_gateway.listeners.broker_link import BrokerLink, LinkSettings
-from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.endpoints.addresses import Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec
 from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.listeners.protocol.codec import Schema
-from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
 from pulsar_lookup_gateway.lookup.auto_creation import AutoCreationSettings, TopicType
-from pulsar_lookup_gateway.lookup.service import LookupService
 from pulsar_lookup_gateway.lookup.topic_list import TopicLister
 from pulsar_lookup_gateway.metadata_store.file import FileSource
 from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
 from pulsar_lookup_gateway.metadata_store.synthetic import FOUR_BUNDLES, cluster
+from pulsar_lookup_gateway.serving.service import LookupService
 from tests.broker_peer import BrokerPeer
 from tests.e2e.clients import OPERATION_TIMEOUT, in_thread, new_client
 

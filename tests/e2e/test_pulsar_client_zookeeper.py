@@ -17,8 +17,8 @@ import pytest
 from kazoo.client import KazooClient
 
 from pulsar_lookup_gateway.gateway.process import Gateway
-from pulsar_lookup_gateway.listeners.conf_file import parse_properties
-from pulsar_lookup_gateway.listeners.config import validate_raw
+from pulsar_lookup_gateway.listeners.config.conf_file import parse_properties
+from pulsar_lookup_gateway.listeners.config.model import validate_raw
 from pulsar_lookup_gateway.metadata_store.admin import encode, seed
 from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper
 from pulsar_lookup_gateway.metadata_store.synthetic import cluster, topic_in_range

@@ -31,12 +31,11 @@ from pulsar_lookup_gateway.listeners.auth import (
     TokenAuthenticationProvider,
 )
 from pulsar_lookup_gateway.listeners.binary import BinaryServer, BinarySettings
-from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.endpoints.addresses import Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec
 from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand, LookupType, ServerError
-from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
 from pulsar_lookup_gateway.lookup.authorization import LookupAuthorizer
-from pulsar_lookup_gateway.lookup.service import LookupService
 from pulsar_lookup_gateway.lookup.source import MetadataSource
 from pulsar_lookup_gateway.metadata_store.admin import encode, seed
 from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper
@@ -45,6 +44,7 @@ from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
 from pulsar_lookup_gateway.metadata_store.synthetic import cluster, topic_in_range
 from pulsar_lookup_gateway.metadata_store.url import parse_metadata_url
 from pulsar_lookup_gateway.metadata_store.zookeeper import ZooKeeperSource
+from pulsar_lookup_gateway.serving.service import LookupService
 from tests.broker_peer import RawClient
 from tests.waiting import eventually
 
@@ -321,7 +321,7 @@ async def test_binary_unauthorized_role_cannot_probe_namespaces(world: World) ->
 async def test_binary_allowed_listener_names(
     world: World, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="pulsar_lookup_gateway.lookup.service")
+    caplog.set_level(logging.INFO, logger="pulsar_lookup_gateway.serving.service")
     async with raw_client(world.binary["external"]) as raw:
         await connect(raw, "token", token(ROOT))
         refused = await lookup(raw, listener="internal")

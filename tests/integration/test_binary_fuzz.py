@@ -23,14 +23,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pulsar_lookup_gateway.listeners.binary import BinaryServer, BinarySettings
-from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.endpoints.addresses import Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec
 from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand, FrameDecoder, LookupType
-from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
-from pulsar_lookup_gateway.lookup.service import LookupService
 from pulsar_lookup_gateway.metadata_store.file import FileSource
 from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
 from pulsar_lookup_gateway.metadata_store.synthetic import cluster, listeners_of, topic_in_range
+from pulsar_lookup_gateway.serving.service import LookupService
 from tests.broker_peer import frame_of, raw_command
 
 HOST = "127.0.0.1"

@@ -19,16 +19,15 @@ from pulsar_lookup_gateway.listeners.binary import (
     BinarySettings,
 )
 from pulsar_lookup_gateway.listeners.binary import requests as binary_requests
-from pulsar_lookup_gateway.listeners.config import GatewayConfig
-from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.config.model import GatewayConfig
+from pulsar_lookup_gateway.listeners.endpoints.addresses import Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec
 from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand, LookupType, ServerError
 from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import (
     CommandPartitionedTopicMetadataResponse,
 )
 from pulsar_lookup_gateway.listeners.protocol.wire import varint_field
-from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
-from pulsar_lookup_gateway.lookup.service import LookupService
 from pulsar_lookup_gateway.lookup.source import MetadataSource, SourceStatus
 from pulsar_lookup_gateway.lookup.view import ClusterView
 from pulsar_lookup_gateway.metadata_store.file import FileSource
@@ -39,6 +38,7 @@ from pulsar_lookup_gateway.metadata_store.synthetic import (
     ownership_node,
     topic_in_range,
 )
+from pulsar_lookup_gateway.serving.service import LookupService
 from tests.broker_peer import RawClient, frame_of, producer_command, raw_command
 from tests.tls_pair import server_and_client
 
@@ -349,7 +349,7 @@ async def test_lookup_failures_are_answered_failed(
 async def test_a_listener_name_that_breaks_the_rule_is_an_unknown_listener_and_never_logged_raw(
     source: FileSource, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="pulsar_lookup_gateway.lookup.service")
+    caplog.set_level(logging.INFO, logger="pulsar_lookup_gateway.serving.service")
     hostile = "evil\nlistener=internal chosen_by=socket\x1b[2J" + "x" * 60_000
     async with serving(source) as server, client(server) as raw:
         unknown = lookup_body(await raw.lookup(TOPIC_B1, request_id=3, listener="nope"))

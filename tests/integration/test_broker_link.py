@@ -13,22 +13,22 @@ from typing import Any
 import pytest
 import trustme
 
-from pulsar_lookup_gateway.listeners.broker_answers import (
+from pulsar_lookup_gateway.brokers.answers import (
     BrokerLookup,
     BrokerRefusal,
     BrokerSchema,
     PartitionCount,
     TopicList,
 )
-from pulsar_lookup_gateway.listeners.broker_link import BrokerLink, LinkSettings, Principal
+from pulsar_lookup_gateway.brokers.link import BrokerLink, LinkSettings, Principal
 from pulsar_lookup_gateway.listeners.protocol.codec import Schema
 from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import CommandGetTopicsOfNamespace
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
-from pulsar_lookup_gateway.lookup.service import LookupService
 from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import free_port
 from pulsar_lookup_gateway.metadata_store.file import FileSource
 from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
 from pulsar_lookup_gateway.metadata_store.synthetic import broker_node
+from pulsar_lookup_gateway.serving.service import LookupService
 from tests.broker_peer import BrokerPeer
 
 NP = CommandGetTopicsOfNamespace.NON_PERSISTENT

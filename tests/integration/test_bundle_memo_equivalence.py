@@ -16,17 +16,17 @@ import pytest
 from kazoo.client import KazooClient
 
 from pulsar_lookup_gateway.listeners.binary import BinaryServer, BinarySettings
-from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.endpoints.addresses import Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec
 from pulsar_lookup_gateway.listeners.protocol import codec
-from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
 from pulsar_lookup_gateway.lookup.bundles import NamespaceBundles
 from pulsar_lookup_gateway.lookup.errors import NodeNotLoaded
-from pulsar_lookup_gateway.lookup.service import LookupService
 from pulsar_lookup_gateway.metadata_store.admin import seed
 from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper
 from pulsar_lookup_gateway.metadata_store.synthetic import broker_id, broker_node, ownership_node
 from pulsar_lookup_gateway.metadata_store.url import parse_metadata_url
 from pulsar_lookup_gateway.metadata_store.zookeeper import ZooKeeperSource
+from pulsar_lookup_gateway.serving.service import LookupService
 from tests.integration.test_lookup_memo_equivalence import Conversation
 
 HOST = "127.0.0.1"

@@ -13,8 +13,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 
 from pulsar_lookup_gateway.gateway.startup import bind_problems
-from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
-from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
+from pulsar_lookup_gateway.listeners.endpoints.addresses import Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec
 from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import free_port
 from pulsar_lookup_gateway.tls.devcerts import DevCerts, key_pem, write_dev_certs
 from tests.processes import DEMO, EXE

@@ -23,9 +23,9 @@ import pytest
 import trustme
 
 from pulsar_lookup_gateway.gateway.process import Gateway
-from pulsar_lookup_gateway.listeners.config import GatewayConfig
+from pulsar_lookup_gateway.listeners.config.model import GatewayConfig
+from pulsar_lookup_gateway.listeners.endpoints.proxy_protocol import V2_SIGNATURE
 from pulsar_lookup_gateway.listeners.protocol import codec
-from pulsar_lookup_gateway.listeners.proxy_protocol import V2_SIGNATURE
 from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
 from tests.gateways import config_from, running
 from tests.neighbours import (

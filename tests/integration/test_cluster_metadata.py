@@ -19,14 +19,13 @@ import trustme
 from kazoo.client import KazooClient
 
 from pulsar_lookup_gateway.gateway.process import Gateway
-from pulsar_lookup_gateway.listeners.conf_file import parse_properties
-from pulsar_lookup_gateway.listeners.config import validate_raw
+from pulsar_lookup_gateway.listeners.config.conf_file import parse_properties
+from pulsar_lookup_gateway.listeners.config.model import validate_raw
 from pulsar_lookup_gateway.listeners.protocol.codec import LookupType, ServerError
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
 from pulsar_lookup_gateway.lookup.model import is_configuration_path
 from pulsar_lookup_gateway.lookup.resolve import ResponseKind
 from pulsar_lookup_gateway.lookup.selection import ChoiceSource, ListenerChoice
-from pulsar_lookup_gateway.lookup.service import LookupService
 from pulsar_lookup_gateway.lookup.source import MetadataSource
 from pulsar_lookup_gateway.metadata_store.admin import connected, encode, seed
 from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper
@@ -39,6 +38,7 @@ from pulsar_lookup_gateway.metadata_store.synthetic import (
     topic_in_range,
 )
 from pulsar_lookup_gateway.metadata_store.url import parse_metadata_url
+from pulsar_lookup_gateway.serving.service import LookupService
 from tests.broker_peer import RawClient
 from tests.waiting import eventually
 

@@ -26,12 +26,11 @@ from pulsar_lookup_gateway.http_api.app import build_app
 from pulsar_lookup_gateway.http_api.errors import STATUS
 from pulsar_lookup_gateway.http_api.openapi import OPENAPI
 from pulsar_lookup_gateway.http_api.server import HttpServer
-from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
-from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
+from pulsar_lookup_gateway.listeners.endpoints.addresses import Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec
 from pulsar_lookup_gateway.lookup.bundles import topic_hash
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
 from pulsar_lookup_gateway.lookup.resolve import ResolvePolicy
-from pulsar_lookup_gateway.lookup.service import LookupService
 from pulsar_lookup_gateway.lookup.source import SourceStatus
 from pulsar_lookup_gateway.lookup.view import ClusterView
 from pulsar_lookup_gateway.metadata_store.file import FileSource
@@ -41,6 +40,7 @@ from pulsar_lookup_gateway.metadata_store.synthetic import (
     ownership_node,
     topic_in_range,
 )
+from pulsar_lookup_gateway.serving.service import LookupService
 
 NS = "public/default"
 OWNED_BUNDLE = "0x00000000_0x40000000"  # owned by broker 1

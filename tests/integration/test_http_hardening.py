@@ -26,14 +26,14 @@ from yarl import URL
 from pulsar_lookup_gateway.http_api.app import build_app
 from pulsar_lookup_gateway.http_api.server import SERVER_NAME, HttpServer
 from pulsar_lookup_gateway.listeners.auth import Authenticator, TokenAuthenticationProvider
-from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
-from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
-from pulsar_lookup_gateway.lookup.service import LookupService
+from pulsar_lookup_gateway.listeners.endpoints.addresses import Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec
 from pulsar_lookup_gateway.lookup.source import MetadataSource
 from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import free_port
 from pulsar_lookup_gateway.metadata_store.synthetic import broker_id
 from pulsar_lookup_gateway.metadata_store.url import parse_metadata_url
 from pulsar_lookup_gateway.metadata_store.zookeeper import ZooKeeperSource
+from pulsar_lookup_gateway.serving.service import LookupService
 from tests.integration.test_http_api import (
     LOOKUP,
     OWNED_TOPIC,

@@ -29,12 +29,11 @@ from pulsar_lookup_gateway.http_api.answer_memo import HttpAnswerMemo
 from pulsar_lookup_gateway.http_api.app import ANSWER_MEMO, build_app
 from pulsar_lookup_gateway.http_api.server import HttpServer
 from pulsar_lookup_gateway.listeners.auth import Authenticator, TokenAuthenticationProvider
-from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
-from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
+from pulsar_lookup_gateway.listeners.endpoints.addresses import Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec
 from pulsar_lookup_gateway.lookup.authorization import LookupAuthorizer
 from pulsar_lookup_gateway.lookup.networks import NetworkTable, parse_cidr
 from pulsar_lookup_gateway.lookup.selection import ClientRoutes
-from pulsar_lookup_gateway.lookup.service import LookupService
 from pulsar_lookup_gateway.metadata_store.admin import encode, seed
 from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper
 from pulsar_lookup_gateway.metadata_store.synthetic import (
@@ -45,6 +44,7 @@ from pulsar_lookup_gateway.metadata_store.synthetic import (
 )
 from pulsar_lookup_gateway.metadata_store.url import parse_metadata_url
 from pulsar_lookup_gateway.metadata_store.zookeeper import ZooKeeperSource
+from pulsar_lookup_gateway.serving.service import LookupService
 from tests.tls_pair import server_and_client
 
 HOST = "127.0.0.1"
@@ -377,7 +377,7 @@ async def test_memo_steps_aside_for_debug_logging_and_full_admission(
             for _ in range(3):
                 assert (await ask()).startswith(b"HTTP/1.1 200 ")
             assert sum(len(memo) for memo in memoised.memos) == 1
-            with caplog.at_level(logging.DEBUG, logger="pulsar_lookup_gateway.lookup.service"):
+            with caplog.at_level(logging.DEBUG, logger="pulsar_lookup_gateway.serving.service"):
                 for _ in range(5):
                     assert (await ask()).startswith(b"HTTP/1.1 200 ")
             answered = [r for r in caplog.records if owned.rsplit("/", 1)[1] in r.getMessage()]

@@ -14,18 +14,18 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from pulsar_lookup_gateway.brokers.link import BrokerLink, LinkSettings
 from pulsar_lookup_gateway.http_api.app import build_app
 from pulsar_lookup_gateway.http_api.server import HttpServer
-from pulsar_lookup_gateway.listeners.broker_link import BrokerLink, LinkSettings
-from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
-from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
+from pulsar_lookup_gateway.listeners.endpoints.addresses import Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec
 from pulsar_lookup_gateway.lookup.auto_creation import AutoCreationSettings
 from pulsar_lookup_gateway.lookup.bundles import NamespaceBundles
-from pulsar_lookup_gateway.lookup.service import LookupService
 from pulsar_lookup_gateway.lookup.topic_list import TopicLister, persistent_topics
 from pulsar_lookup_gateway.metadata_store.file import FileSource
 from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
 from pulsar_lookup_gateway.metadata_store.synthetic import broker_node, cluster
+from pulsar_lookup_gateway.serving.service import LookupService
 from tests.broker_peer import BrokerPeer
 from tests.integration.test_topic_listing import HOST, http_get
 

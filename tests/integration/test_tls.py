@@ -30,7 +30,7 @@ from cryptography.x509.oid import NameOID
 from prometheus_client.parser import text_string_to_metric_families
 
 from pulsar_lookup_gateway.gateway.process import Gateway
-from pulsar_lookup_gateway.listeners.config import GatewayConfig
+from pulsar_lookup_gateway.listeners.config.model import GatewayConfig
 from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand, FrameDecoder
 from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot

@@ -13,7 +13,6 @@ from kazoo.client import KazooClient
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure, ServerError
 from pulsar_lookup_gateway.lookup.resolve import ResponseKind, resolve
 from pulsar_lookup_gateway.lookup.selection import ChoiceSource, ListenerChoice
-from pulsar_lookup_gateway.lookup.service import LookupService
 from pulsar_lookup_gateway.lookup.topics import TopicName
 from pulsar_lookup_gateway.lookup.view import ClusterView
 from pulsar_lookup_gateway.metadata_store.admin import connected, encode, seed
@@ -29,6 +28,7 @@ from pulsar_lookup_gateway.metadata_store.synthetic import (
 )
 from pulsar_lookup_gateway.metadata_store.url import parse_metadata_url
 from pulsar_lookup_gateway.metadata_store.zookeeper import ZooKeeperSource
+from pulsar_lookup_gateway.serving.service import LookupService
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.zookeeper

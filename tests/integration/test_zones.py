@@ -29,12 +29,11 @@ import pytest
 from pulsar_lookup_gateway.gateway.cli import main
 from pulsar_lookup_gateway.http_api.app import build_app
 from pulsar_lookup_gateway.http_api.server import HttpServer
-from pulsar_lookup_gateway.listeners.endpoints import Endpoint, Scheme
-from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
+from pulsar_lookup_gateway.listeners.endpoints.addresses import Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec
 from pulsar_lookup_gateway.lookup.bundles import topic_hash
 from pulsar_lookup_gateway.lookup.errors import LookupFailure
 from pulsar_lookup_gateway.lookup.resolve import ResolvePolicy, resolve, resolve_partitions
-from pulsar_lookup_gateway.lookup.service import LookupService
 from pulsar_lookup_gateway.lookup.topics import TopicName
 from pulsar_lookup_gateway.lookup.view import ClusterView
 from pulsar_lookup_gateway.metadata_store.admin import seed_url
@@ -47,6 +46,7 @@ from pulsar_lookup_gateway.metadata_store.synthetic import (
 )
 from pulsar_lookup_gateway.metadata_store.url import parse_metadata_url
 from pulsar_lookup_gateway.metadata_store.zookeeper import ZooKeeperSource
+from pulsar_lookup_gateway.serving.service import LookupService
 from pulsar_lookup_gateway.zones.cli import detect_topics_format
 from pulsar_lookup_gateway.zones.pairs import (
     COLUMNS,

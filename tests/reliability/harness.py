@@ -19,8 +19,8 @@ from typing import Any
 import aiohttp
 
 from pulsar_lookup_gateway.gateway.process import Gateway
-from pulsar_lookup_gateway.listeners.conf_file import parse_properties
-from pulsar_lookup_gateway.listeners.config import validate_raw
+from pulsar_lookup_gateway.listeners.config.conf_file import parse_properties
+from pulsar_lookup_gateway.listeners.config.model import validate_raw
 from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import (
     CommandLookupTopicResponse,
     ServerError,

@@ -62,7 +62,7 @@ async def read_replies(client: RawClient, count: int, timeout: float) -> list[Ba
 async def test_a_burst_above_the_limit_is_refused_and_every_accepted_lookup_answered(
     frozen_zk: EmbeddedZooKeeper, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="pulsar_lookup_gateway.lookup.service")
+    caplog.set_level(logging.INFO, logger="pulsar_lookup_gateway.serving.service")
     extra = f"maxConcurrentLookupRequest={MAX_IN_FLIGHT}\n"
     async with gateway_on(frozen_zk, nodes(), extra) as gateway, aiohttp.ClientSession() as http:
         port = binary_port(gateway)

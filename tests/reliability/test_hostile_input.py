@@ -28,10 +28,10 @@ from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import (
     CommandLookupTopicResponse,
     ServerError,
 )
-from pulsar_lookup_gateway.lookup import answer_cache
 from pulsar_lookup_gateway.lookup.topics import MAX_TOPIC_NAME_BYTES
 from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper
 from pulsar_lookup_gateway.metadata_store.synthetic import cluster, topic_in_range
+from pulsar_lookup_gateway.serving import answer_cache
 from tests.broker_peer import RawClient
 from tests.reliability.child_gateway import MIB, ChildGateway
 from tests.reliability.harness import binary_port, gateway_on, http_url, scale

@@ -6,9 +6,9 @@ import logging
 
 import pytest
 
-from pulsar_lookup_gateway.lookup.admission import Admission
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure, ServerError
-from pulsar_lookup_gateway.lookup.metrics import LookupMetrics
+from pulsar_lookup_gateway.serving.admission import Admission
+from pulsar_lookup_gateway.serving.metrics import LookupMetrics
 
 LABELS = ("external", "socket", "binary")
 

@@ -39,8 +39,8 @@ from pulsar_lookup_gateway.listeners.auth import (
     load_public_key,
     verified_peer_certificate,
 )
-from pulsar_lookup_gateway.listeners.conf_file import parse_properties
-from pulsar_lookup_gateway.listeners.config import (
+from pulsar_lookup_gateway.listeners.config.conf_file import parse_properties
+from pulsar_lookup_gateway.listeners.config.model import (
     ConfigError,
     GatewayConfig,
     parse_key_url,

@@ -11,8 +11,8 @@ from pulsar_lookup_gateway.lookup.bundles import NamespaceBundles
 from pulsar_lookup_gateway.lookup.resolve import broker_fingerprint
 from pulsar_lookup_gateway.lookup.topics import MAX_TOPIC_NAME_BYTES
 from pulsar_lookup_gateway.lookup.view import ClusterView
-from pulsar_lookup_gateway.lookup.view_writes import WriteFollower
 from pulsar_lookup_gateway.metadata_store.synthetic import cluster
+from pulsar_lookup_gateway.serving.view_writes import WriteFollower
 
 BUNDLES = NamespaceBundles.equal(4)
 PREFIX = "persistent://public/default/"

@@ -8,12 +8,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pulsar_lookup_gateway.listeners.conf_file import (
+from pulsar_lookup_gateway.listeners.config.conf_file import (
     closest_key,
     parse_properties,
     read_config_file,
 )
-from pulsar_lookup_gateway.listeners.config import (
+from pulsar_lookup_gateway.listeners.config.model import (
     KNOWN_KEYS,
     ConfigError,
     GatewayConfig,
@@ -21,7 +21,7 @@ from pulsar_lookup_gateway.listeners.config import (
     load_config,
     validate_raw,
 )
-from pulsar_lookup_gateway.listeners.endpoints import Scheme
+from pulsar_lookup_gateway.listeners.endpoints.addresses import Scheme
 
 BASE = "metadataStoreUrl=zk:127.0.0.1:2181\n"
 TWO = "advertisedListeners=internal:pulsar://10.0.0.1:6650,external:pulsar://gw.example.com:6650\n"

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pulsar_lookup_gateway.listeners.forwarded import forwarded_for
+from pulsar_lookup_gateway.listeners.endpoints.forwarded import forwarded_for
 from pulsar_lookup_gateway.lookup.networks import NetworkTable, parse_cidr
 
 TRUSTED = NetworkTable.build(

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from pulsar_lookup_gateway.listeners.conf_file import parse_properties
-from pulsar_lookup_gateway.listeners.config import ConfigError, GatewayConfig, validate_raw
-from pulsar_lookup_gateway.listeners.forwarded import (
+from pulsar_lookup_gateway.listeners.config.conf_file import parse_properties
+from pulsar_lookup_gateway.listeners.config.model import ConfigError, GatewayConfig, validate_raw
+from pulsar_lookup_gateway.listeners.endpoints.forwarded import (
     FORWARDED,
     HEADERS,
     X_FORWARDED_FOR,

@@ -9,8 +9,8 @@ from aiohttp import web
 
 from pulsar_lookup_gateway.http_api.answer_memo import ENTRY_OVERHEAD, Entry, HttpAnswerMemo
 from pulsar_lookup_gateway.lookup.selection import ChoiceSource, ListenerChoice
-from pulsar_lookup_gateway.lookup.service import LookupService
 from pulsar_lookup_gateway.metadata_store.file import FileSource
+from pulsar_lookup_gateway.serving.service import LookupService
 
 CHOICE = ListenerChoice("external", ChoiceSource.SOCKET)
 OTHER = ListenerChoice("internal", ChoiceSource.INTERNAL, internal=True)

@@ -17,18 +17,53 @@ IMPORT_NAME = "pulsar_lookup_gateway"
 #: Each floor and the floors it may import, top to bottom.
 MAY_IMPORT: dict[str, frozenset[str]] = {
     "gateway": frozenset(
-        {"zones", "http_api", "listeners", "metadata_store", "lookup", "tls", "console"}
+        {
+            "zones",
+            "http_api",
+            "brokers",
+            "listeners",
+            "serving",
+            "metadata_store",
+            "lookup",
+            "tls",
+            "console",
+        }
     ),
     "zones": frozenset({"metadata_store", "lookup", "console"}),
-    "http_api": frozenset({"listeners", "lookup", "tls"}),
-    "listeners": frozenset({"metadata_store", "lookup", "tls"}),
+    "http_api": frozenset({"brokers", "listeners", "serving", "lookup", "tls"}),
+    "brokers": frozenset({"listeners", "serving", "lookup", "tls"}),
+    "listeners": frozenset({"serving", "metadata_store", "lookup", "tls"}),
+    "serving": frozenset({"metadata_store", "lookup"}),
     "metadata_store": frozenset({"lookup"}),
     "lookup": frozenset(),
     "tls": frozenset(),
     "console": frozenset(),
 }
+#: Where a floor may reach into `listeners`, by subpackage or module: the HTTP app takes the
+#: network face (authentication, endpoints and client location, the routing decision), the
+#: broker link the wire format and endpoints; neither takes the binary server or the config.
+LISTENERS_FACE: dict[str, tuple[str, ...]] = {
+    "http_api": ("auth", "endpoints", "routing"),
+    "brokers": ("protocol", "endpoints"),
+}
 #: Libraries that do I/O or need a runtime of their own, kept out of pure modules.
 IMPURE = frozenset({"kazoo", "aiohttp", "pyspark", "pyarrow", "matplotlib", "pandas"})
+#: What the pure core holds none of: besides I/O libraries, no event loop, threads, sockets,
+#: process-wide switches (gc), logging or metrics registries: those are the service floor's.
+RUNTIME = IMPURE | frozenset(
+    {
+        "asyncio",
+        "gc",
+        "threading",
+        "socket",
+        "ssl",
+        "selectors",
+        "subprocess",
+        "logging",
+        "prometheus_client",
+        "uvloop",
+    }
+)
 #: Folders and single modules that must stay pure, wherever they stand.
 PURE = (
     "lookup",
@@ -188,8 +223,36 @@ def test_pure_modules_import_no_io_library(place: str) -> None:
     assert wrong == []
 
 
+def test_the_pure_core_holds_no_runtime() -> None:
+    """lookup/ is what the service and the Spark job share: no loop, thread, logger or
+    metric in it, so it runs the same in a Spark executor as in the gateway."""
+    wrong = [
+        f"{path.relative_to(ROOT)}:{line} imports {package}"
+        for path in sources("lookup")
+        for line, package in imported(path)
+        if package in RUNTIME
+    ]
+    assert wrong == []
+
+
+@pytest.mark.parametrize("floor", sorted(LISTENERS_FACE))
+def test_floors_reach_into_listeners_only_through_its_face(floor: str) -> None:
+    """Checked module by module: `http_api` and `brokers` import only the parts of
+    `listeners` named in LISTENERS_FACE."""
+    listeners = f"{IMPORT_NAME}.listeners"
+    face = tuple(f"{listeners}.{part}" for part in LISTENERS_FACE[floor])
+    wrong = [
+        f"{path.relative_to(ROOT)}:{line} imports {module}"
+        for path in sources(floor)
+        for line, module in imported_modules(path)
+        if (module == listeners or module.startswith(f"{listeners}."))
+        and not any(module == part or module.startswith(f"{part}.") for part in face)
+    ]
+    assert wrong == []
+
+
 def test_http_api_reads_no_broker_protobuf() -> None:
-    """The broker link hands the HTTP app plain values (listeners.broker_answers); the wire
+    """The broker link hands the HTTP app plain values (brokers.answers); the wire
     format stays below it."""
     wire = f"{IMPORT_NAME}.listeners.protocol"
     wrong = [

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
-from pulsar_lookup_gateway.lookup.metrics import LATENCY_BUCKETS, LookupMetrics
+from pulsar_lookup_gateway.serving.metrics import LATENCY_BUCKETS, LookupMetrics
 
 LABELS = ("external", "socket", "binary")
 # the bounds themselves (a value equal to a bound belongs to its bucket), and anything between

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pulsar_lookup_gateway.http_api.watch_stream import CONTROL_LIMIT, StreamState
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
 from pulsar_lookup_gateway.lookup.ownership_changes import (
     ALL,
@@ -27,7 +28,6 @@ from pulsar_lookup_gateway.lookup.resolve import resolve
 from pulsar_lookup_gateway.lookup.selection import ChoiceSource, ListenerChoice
 from pulsar_lookup_gateway.lookup.topics import TopicName
 from pulsar_lookup_gateway.lookup.view import EVERY_PATH, ClusterView
-from pulsar_lookup_gateway.lookup.watch_stream import CONTROL_LIMIT, StreamState
 from pulsar_lookup_gateway.metadata_store.synthetic import (
     broker_id,
     broker_node,
@@ -239,7 +239,7 @@ async def test_the_collector_is_held_off_while_a_change_is_pushed() -> None:
     import asyncio
     import gc
 
-    from pulsar_lookup_gateway.lookup.ownership_watch import CollectionHold
+    from pulsar_lookup_gateway.serving.ownership_watch import CollectionHold
 
     hold = CollectionHold()
     assert gc.isenabled()
@@ -281,10 +281,10 @@ async def test_a_ledger_written_in_a_namespace_re_looks_up_only_the_topic_it_cre
 ) -> None:
     import asyncio
 
-    from pulsar_lookup_gateway.lookup.ownership_watch import OwnershipWatch
-    from pulsar_lookup_gateway.lookup.service import LookupService
     from pulsar_lookup_gateway.metadata_store.file import FileSource
     from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
+    from pulsar_lookup_gateway.serving.ownership_watch import OwnershipWatch
+    from pulsar_lookup_gateway.serving.service import LookupService
 
     nodes = cluster(brokers=2, owned={FIRST: 1})
     nodes["/admin/policies/public/default"]["autoTopicCreationOverride"] = {

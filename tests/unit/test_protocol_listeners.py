@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from pulsar_lookup_gateway.listeners.conf_file import parse_properties
-from pulsar_lookup_gateway.listeners.config import ConfigError, validate_raw
+from pulsar_lookup_gateway.listeners.config.conf_file import parse_properties
+from pulsar_lookup_gateway.listeners.config.model import ConfigError, validate_raw
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
 from pulsar_lookup_gateway.lookup.protocol_data import ProtocolAnswer, resolve_protocol
 from pulsar_lookup_gateway.lookup.resolve import ResolvePolicy

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pulsar_lookup_gateway.listeners.proxy_protocol import (
+from pulsar_lookup_gateway.listeners.endpoints.proxy_protocol import (
     MAX_HEADER,
     V1_MAX,
     V2_SIGNATURE,

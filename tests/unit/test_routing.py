@@ -8,12 +8,12 @@ import logging
 import pytest
 
 from pulsar_lookup_gateway.listeners.auth import Authenticator
-from pulsar_lookup_gateway.listeners.client_origin import ClientOrigin
+from pulsar_lookup_gateway.listeners.endpoints.client_origin import ClientOrigin
 from pulsar_lookup_gateway.listeners.routing import NAME_SHOWN, Route, Router
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure, ServerError
 from pulsar_lookup_gateway.lookup.selection import ChoiceSource, ClientRoutes
-from pulsar_lookup_gateway.lookup.service import LookupService
 from pulsar_lookup_gateway.metadata_store.file import FileSource
+from pulsar_lookup_gateway.serving.service import LookupService
 
 ROUTES = ClientRoutes.build({"edge": ["edge.example.com"]}, {"office": ["10.0.0.0/8"]})
 
@@ -117,7 +117,7 @@ def decide(plain: Router, name: str, topic: str = "persistent://t/n/x") -> Route
 
 
 def test_decide_counts_and_logs_a_refused_name_once(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="pulsar_lookup_gateway.lookup.service")
+    caplog.set_level(logging.INFO, logger="pulsar_lookup_gateway.serving.service")
     plain = router()
     assert decide(plain, "") is plain.socket_route
     assert decide(plain, "internal").listener == "internal"

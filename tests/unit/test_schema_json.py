@@ -7,8 +7,8 @@ import struct
 
 import pytest
 
+from pulsar_lookup_gateway.brokers.answers import BrokerSchema, schema_of
 from pulsar_lookup_gateway.http_api.schemas import schema_json, version_bytes
-from pulsar_lookup_gateway.listeners.broker_answers import BrokerSchema, schema_of
 from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand, Schema
 

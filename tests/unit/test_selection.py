@@ -39,8 +39,8 @@ def test_precedence(
 
 
 async def test_metric_labels_use_only_declared_listener_names() -> None:
-    from pulsar_lookup_gateway.lookup.service import UNDECLARED, LookupService
     from pulsar_lookup_gateway.metadata_store.file import FileSource
+    from pulsar_lookup_gateway.serving.service import UNDECLARED, LookupService
 
     service = LookupService(FileSource("unused.json"), declared_listeners=["internal"])
     assert service._label("internal") == "internal"

@@ -13,13 +13,13 @@ from pulsar_lookup_gateway.lookup.resolve import broker_fingerprint, resolve
 from pulsar_lookup_gateway.lookup.selection import ChoiceSource, ListenerChoice
 from pulsar_lookup_gateway.lookup.topics import TopicName
 from pulsar_lookup_gateway.lookup.view import ClusterView
-from pulsar_lookup_gateway.lookup.view_writes import WriteFollower, bundle_lower
 from pulsar_lookup_gateway.metadata_store.synthetic import (
     broker_id,
     broker_node,
     cluster,
     ownership_node,
 )
+from pulsar_lookup_gateway.serving.view_writes import WriteFollower, bundle_lower
 
 BUNDLES = NamespaceBundles.equal(4)
 SHAPE = b"\x18\x00"  # the request's fields after its request id

@@ -8,8 +8,8 @@ from __future__ import annotations
 import logging
 
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
-from pulsar_lookup_gateway.lookup.log_throttle import LogThrottle
-from pulsar_lookup_gateway.lookup.metrics import LookupMetrics
+from pulsar_lookup_gateway.serving.log_throttle import LogThrottle
+from pulsar_lookup_gateway.serving.metrics import LookupMetrics
 
 #: Metric labels of a lookup: (listener, chosen_by, protocol).
 Labels = tuple[str, str, str]

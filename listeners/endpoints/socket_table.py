@@ -6,7 +6,12 @@ import socket
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from pulsar_lookup_gateway.listeners.endpoints import WILDCARD_HOSTS, BindAddress, Endpoint, Scheme
+from pulsar_lookup_gateway.listeners.endpoints.addresses import (
+    WILDCARD_HOSTS,
+    BindAddress,
+    Endpoint,
+    Scheme,
+)
 
 LEGACY_PORT_KEYS: tuple[tuple[str, Scheme], ...] = (
     ("brokerServicePort", Scheme.PULSAR),

@@ -13,10 +13,17 @@ from urllib.parse import unquote, urlsplit
 from pydantic import SecretStr
 from pydantic.alias_generators import to_snake
 
-from pulsar_lookup_gateway.listeners.auth_keys import KEY_FORMATS, TOKEN_PROVIDER
-from pulsar_lookup_gateway.listeners.endpoints import AdvertisedListener, BindAddress
-from pulsar_lookup_gateway.listeners.listener_settings import LISTENER_PREFIX, ListenerSettings
-from pulsar_lookup_gateway.listeners.socket_table import SocketSpec, plan_sockets, socket_conflicts
+from pulsar_lookup_gateway.listeners.config.auth_keys import KEY_FORMATS, TOKEN_PROVIDER
+from pulsar_lookup_gateway.listeners.config.listener_settings import (
+    LISTENER_PREFIX,
+    ListenerSettings,
+)
+from pulsar_lookup_gateway.listeners.endpoints.addresses import AdvertisedListener, BindAddress
+from pulsar_lookup_gateway.listeners.endpoints.socket_table import (
+    SocketSpec,
+    plan_sockets,
+    socket_conflicts,
+)
 from pulsar_lookup_gateway.lookup.selection import ClientRoutes
 from pulsar_lookup_gateway.tls.settings import TLS_KEYS, TlsSettings
 

@@ -13,7 +13,7 @@ from urllib.parse import unquote, unquote_to_bytes, urlsplit
 
 from pydantic import AfterValidator, BeforeValidator
 
-from pulsar_lookup_gateway.listeners.listener_settings import CommaList, OptionalText
+from pulsar_lookup_gateway.listeners.config.listener_settings import CommaList, OptionalText
 
 TOKEN_PROVIDER = "token"
 TLS_PROVIDER = "tls"

@@ -19,8 +19,6 @@ from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
-from pulsar_lookup_gateway.lookup.admission import Admission
-from pulsar_lookup_gateway.lookup.answer_cache import AnswerCache
 from pulsar_lookup_gateway.lookup.authorization import LookupAuthorizer
 from pulsar_lookup_gateway.lookup.auto_creation import (
     AutoCreationSettings,
@@ -32,8 +30,6 @@ from pulsar_lookup_gateway.lookup.auto_creation import (
 from pulsar_lookup_gateway.lookup.bundle_owners import bundles_with_owners, holder_of
 from pulsar_lookup_gateway.lookup.bundles import BundleRange
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure, NodeNotLoaded
-from pulsar_lookup_gateway.lookup.log_throttle import FirstSeen, LogThrottle
-from pulsar_lookup_gateway.lookup.metrics import LookupMetrics, LookupTally
 from pulsar_lookup_gateway.lookup.protocol_data import ProtocolAnswer, resolve_protocol
 from pulsar_lookup_gateway.lookup.resolve import (
     LookupAnswer,
@@ -58,6 +54,10 @@ from pulsar_lookup_gateway.lookup.topics import (
 )
 from pulsar_lookup_gateway.lookup.untrusted import printable
 from pulsar_lookup_gateway.lookup.view import ClusterView
+from pulsar_lookup_gateway.serving.admission import Admission
+from pulsar_lookup_gateway.serving.answer_cache import AnswerCache
+from pulsar_lookup_gateway.serving.log_throttle import FirstSeen, LogThrottle
+from pulsar_lookup_gateway.serving.metrics import LookupMetrics, LookupTally
 
 log = logging.getLogger(__name__)
 TOPIC_IN_LOG = 200  # characters of a topic name in a log line

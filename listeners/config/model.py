@@ -26,7 +26,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel, to_snake
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from pulsar_lookup_gateway.listeners.auth_keys import (
+from pulsar_lookup_gateway.listeners.config.auth_keys import (
     BROKER_CLIENT_PLUGINS,
     CLIENT_AUTH_PACKAGE,
     SECRET_KEY_ALGORITHM,
@@ -39,28 +39,12 @@ from pulsar_lookup_gateway.listeners.auth_keys import (
     SecretKeyUrl,
     parse_key_url,
 )
-from pulsar_lookup_gateway.listeners.conf_file import RawConfig, closest_key, read_config_file
-from pulsar_lookup_gateway.listeners.config_rules import (
-    LEGACY_FIELDS,
-    client_routes,
-    merge_tls,
-    problems_of,
-    sockets,
+from pulsar_lookup_gateway.listeners.config.conf_file import (
+    RawConfig,
+    closest_key,
+    read_config_file,
 )
-from pulsar_lookup_gateway.listeners.config_salvage import (
-    PROTOCOL_MAPS,
-    declared_listeners,
-    parsed_binds,
-    parsed_listener_map,
-)
-from pulsar_lookup_gateway.listeners.endpoints import (
-    AdvertisedListener,
-    BindAddress,
-    parse_advertised_listeners,
-    parse_bind_addresses,
-)
-from pulsar_lookup_gateway.listeners.forwarded import HEADERS as FORWARDED_HEADERS
-from pulsar_lookup_gateway.listeners.listener_settings import (
+from pulsar_lookup_gateway.listeners.config.listener_settings import (
     LISTENER_PREFIX,
     CommaList,
     ListenerSettings,
@@ -69,7 +53,27 @@ from pulsar_lookup_gateway.listeners.listener_settings import (
     StoreType,
     blank_is_none,
 )
-from pulsar_lookup_gateway.listeners.socket_table import SocketSpec
+from pulsar_lookup_gateway.listeners.config.rules import (
+    LEGACY_FIELDS,
+    client_routes,
+    merge_tls,
+    problems_of,
+    sockets,
+)
+from pulsar_lookup_gateway.listeners.config.salvage import (
+    PROTOCOL_MAPS,
+    declared_listeners,
+    parsed_binds,
+    parsed_listener_map,
+)
+from pulsar_lookup_gateway.listeners.endpoints.addresses import (
+    AdvertisedListener,
+    BindAddress,
+    parse_advertised_listeners,
+    parse_bind_addresses,
+)
+from pulsar_lookup_gateway.listeners.endpoints.forwarded import HEADERS as FORWARDED_HEADERS
+from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec
 from pulsar_lookup_gateway.lookup.auto_creation import AutoCreationSettings, TopicType
 from pulsar_lookup_gateway.lookup.networks import NetworkTable, parse_cidr
 from pulsar_lookup_gateway.lookup.protocol_listeners import (

@@ -8,7 +8,7 @@ second run. Nothing here is ever run as a gateway."""
 
 from __future__ import annotations
 
-from pulsar_lookup_gateway.listeners.endpoints import (
+from pulsar_lookup_gateway.listeners.endpoints.addresses import (
     AdvertisedListener,
     BindAddress,
     Endpoint,

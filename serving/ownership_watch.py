@@ -43,9 +43,9 @@ from pulsar_lookup_gateway.lookup.ownership_changes import (
     supersedes,
 )
 from pulsar_lookup_gateway.lookup.selection import ListenerChoice
-from pulsar_lookup_gateway.lookup.service import LookupService
 from pulsar_lookup_gateway.lookup.topics import TopicName
 from pulsar_lookup_gateway.lookup.view import ClusterView
+from pulsar_lookup_gateway.serving.service import LookupService
 
 log = logging.getLogger(__name__)
 

@@ -60,8 +60,7 @@ from pathlib import Path
 from typing import cast
 from urllib.parse import unquote, urlsplit
 
-from pulsar_lookup_gateway.listeners.auth_keys import TOKEN_PROVIDER
-from pulsar_lookup_gateway.listeners.broker_answers import (
+from pulsar_lookup_gateway.brokers.answers import (
     BrokerLookup,
     BrokerRefusal,
     BrokerSchema,
@@ -82,9 +81,9 @@ from pulsar_lookup_gateway.listeners.protocol.codec import (
 from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import CommandGetTopicsOfNamespace
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure, NodeNotLoaded
 from pulsar_lookup_gateway.lookup.model import BrokerData
-from pulsar_lookup_gateway.lookup.service import LookupService
 from pulsar_lookup_gateway.lookup.untrusted import printable
 from pulsar_lookup_gateway.lookup.view import BrokerRegistry
+from pulsar_lookup_gateway.serving.service import LookupService
 
 __all__ = [
     "FORWARD_TIMEOUT",
@@ -104,6 +103,8 @@ FAN_OUT_TOTAL = 32  # brokers all REST topic lists ask at once
 FAILURE_COOLDOWN = 30.0  # seconds a broker that failed is skipped
 CONNECT_ATTEMPTS = 3  # brokers tried when connections cannot be opened
 PROTOCOL_VERSION = 21
+#: The auth method name of the broker's token provider, as CONNECT and AUTH_RESPONSE send it.
+TOKEN_METHOD = "token"
 
 
 @functools.cache
@@ -704,7 +705,7 @@ class _BrokerConnection(asyncio.Protocol):
             codec.connect(
                 _version(),
                 PROTOCOL_VERSION,
-                auth_method_name=TOKEN_PROVIDER if self._token is not None else None,
+                auth_method_name=TOKEN_METHOD if self._token is not None else None,
                 auth_data=self._token,
                 feature_flags=FeatureFlags(
                     supports_get_partitioned_metadata_without_auto_creation=True
@@ -777,7 +778,7 @@ class _BrokerConnection(asyncio.Protocol):
                 with contextlib.suppress(OSError):
                     token = _token_bytes(self._settings.token)
             self._write(
-                codec.auth_response(_version(), PROTOCOL_VERSION, TOKEN_PROVIDER, token or b"")
+                codec.auth_response(_version(), PROTOCOL_VERSION, TOKEN_METHOD, token or b"")
             )
         elif kind == BaseCommand.ERROR and not self.connected.done():
             self.connected.set_exception(

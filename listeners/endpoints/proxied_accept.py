@@ -19,15 +19,15 @@ import socket
 import ssl
 from collections.abc import Callable
 
-from pulsar_lookup_gateway.listeners.client_origin import AddressSource, ClientOrigin
-from pulsar_lookup_gateway.listeners.proxy_protocol import (
+from pulsar_lookup_gateway.listeners.endpoints.client_origin import AddressSource, ClientOrigin
+from pulsar_lookup_gateway.listeners.endpoints.proxy_protocol import (
     ProxyHeader,
     ProxyProtocolError,
     limit,
     parse,
 )
-from pulsar_lookup_gateway.lookup.log_throttle import LogThrottle
 from pulsar_lookup_gateway.lookup.networks import NetworkTable, parse_address
+from pulsar_lookup_gateway.serving.log_throttle import LogThrottle
 
 log = logging.getLogger(__name__)
 
