@@ -256,6 +256,9 @@ class _Parser:
     """JDK 17's Pattern parser (compile, expr, sequence, atom, closure, group0, clazz, range,
     escape ...), following its cursor over the rewritten pattern, building the RE2 text."""
 
+    # One class past 300 lines on purpose: one grammar whose rules recurse into each other over
+    # one cursor (group0 into expr, clazz into range into escape), rule for rule the JDK's class.
+
     def __init__(self, pattern: str) -> None:
         self.temp = [ord(c) for c in remove_quoting(pattern)]
         self.length = len(self.temp)

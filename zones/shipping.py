@@ -28,8 +28,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pulsar_lookup_gateway
-
 PACKAGE = "pulsar_lookup_gateway"
 #: The distributions the Spark side imports beyond PySpark's own needs; their requirements
 #: (as installed here) go along.
@@ -84,7 +82,9 @@ def _distribution_files(
 
 def _package_files() -> Iterator[tuple[Path, str]]:
     """This package's modules, the linked floors followed (a checkout links them in)."""
-    root = Path(pulsar_lookup_gateway.__file__).resolve().parent
+    # This module is <package>/zones/shipping.py as the import system found it (symlinks not
+    # followed: a checkout links zones/ in), so the package is two folders up; no import of it.
+    root = Path(__file__).parent.parent.resolve()
     for folder, dirs, files in os.walk(root, followlinks=True):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith("."))
         relative = Path(folder).relative_to(root)
