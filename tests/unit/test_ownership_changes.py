@@ -239,7 +239,7 @@ async def test_the_collector_is_held_off_while_a_change_is_pushed() -> None:
     import asyncio
     import gc
 
-    from pulsar_lookup_gateway.serving.ownership_watch import CollectionHold
+    from pulsar_lookup_gateway.serving.collection_hold import CollectionHold
 
     hold = CollectionHold()
     assert gc.isenabled()

@@ -1,0 +1,231 @@
+"""The ownership watch's index of what is watched: each topic watched with one listener choice
+and role (a WatchedTopic, shared by every stream that watches it), filed by the keys of the
+changes that may change its state (ownership_changes.depends_on), the topics not found by the
+nodes whose appearance may find them, and the bounded tables of what was told (states shared
+between topics, what a told owner's registration read).
+
+No I/O, no tasks: the watch (serving.ownership_watch) asks it which topics a write concerns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Iterator
+from typing import Protocol
+
+from pulsar_lookup_gateway.lookup.errors import NodeNotLoaded
+from pulsar_lookup_gateway.lookup.ownership_changes import (
+    ABSENT,
+    Key,
+    TopicState,
+    absence_paths,
+    registration_print,
+)
+from pulsar_lookup_gateway.lookup.selection import ListenerChoice
+from pulsar_lookup_gateway.lookup.topics import TopicName
+from pulsar_lookup_gateway.lookup.view import ClusterView
+
+#: Topics not found under one list beyond which a write of the list walks the list, not them
+#: (640,000 made-up names checked one by one: ~0.2 s of the loop per ledger created).
+SCAN_LIST_ABOVE = 4096
+STATES_KEPT = 10_000  # distinct states shared between topics
+
+Route = tuple[ListenerChoice, str | None]  # (listener choice, role)
+
+
+class Sink(Protocol):
+    """A stream: takes the messages about the topics it watches."""
+
+    def deliver(self, topic: str, message: str) -> None: ...
+
+
+class WatchedTopic:
+    """One topic watched with one listener choice and role, by one or more streams."""
+
+    __slots__ = (
+        "absent", "choice", "first", "keys", "message", "queued", "removed", "role", "sinks",
+        "state", "topic",
+    )  # fmt: skip
+
+    def __init__(self, topic: TopicName, choice: ListenerChoice, role: str | None) -> None:
+        self.topic = topic
+        self.choice = choice
+        self.role = role
+        # The streams that watch it: one (the common case, no set), or a set of them.
+        self.sinks: Sink | set[Sink] | None = None
+        self.state: TopicState | None = None  # last told
+        self.message: str | None = None  # its JSON
+        self.keys: frozenset[Key] = frozenset()
+        self.absent: tuple[str, ...] = ()  # its nodes it waits for (not found)
+        self.removed = False
+        self.queued = False  # waiting in a queue for its lookup
+        self.first: asyncio.Future[None] | None = None  # done once first looked up
+
+    def add(self, sink: Sink) -> None:
+        sinks = self.sinks
+        if sinks is None or sinks is sink:
+            self.sinks = sink
+        elif isinstance(sinks, set):
+            sinks.add(sink)
+        else:
+            self.sinks = {sinks, sink}
+
+    def discard(self, sink: Sink) -> bool:
+        """Remove `sink`; True when no stream watches the topic any more."""
+        sinks = self.sinks
+        if sinks is sink:
+            self.sinks = None
+        elif isinstance(sinks, set):
+            sinks.discard(sink)
+            if len(sinks) == 1:
+                self.sinks = next(iter(sinks))
+        return self.sinks is None
+
+    def watchers(self) -> list[Sink]:
+        sinks = self.sinks
+        if sinks is None:
+            return []
+        return list(sinks) if isinstance(sinks, set) else [sinks]
+
+
+class WatchIndex:
+    def __init__(self) -> None:
+        # route -> topic -> watched topic (a dict per route, not a key per topic)
+        self._routes: dict[Route, dict[str, WatchedTopic]] = {}
+        self.count = 0
+        self._by_key: dict[Key, set[WatchedTopic]] = {}
+        # Topics not found, by the nodes whose appearance may change that: parent -> name ->
+        # topics (a list written tells its parent: its watched names are checked in it).
+        self._absent: dict[str, dict[str, set[WatchedTopic]]] = {}
+        self._states: dict[tuple[object, ...], TopicState] = {}
+        self._prints: dict[str, object] = {}  # broker id -> registration_print
+
+    @property
+    def empty(self) -> bool:
+        return not self._routes
+
+    # -- what is watched ------------------------------------------------------------------
+
+    def watch(
+        self, topic: TopicName, choice: ListenerChoice, role: str | None
+    ) -> tuple[WatchedTopic, bool]:
+        """The watched topic for this route (True: new, not looked up yet)."""
+        entries = self._routes.setdefault((choice, role), {})
+        entry = entries.get(topic.full)
+        if entry is not None:
+            return entry, False
+        entry = entries[topic.full] = WatchedTopic(topic, choice, role)
+        self.count += 1
+        return entry, True
+
+    def get(self, route: Route, topic: str) -> WatchedTopic | None:
+        entries = self._routes.get(route)
+        return entries.get(topic) if entries is not None else None
+
+    def remove(self, entry: WatchedTopic) -> None:
+        route = (entry.choice, entry.role)
+        entries = self._routes[route]
+        del entries[entry.topic.full]
+        if not entries:
+            del self._routes[route]
+        self.count -= 1
+        self.file(entry, frozenset())
+
+    def every(self) -> Iterator[WatchedTopic]:
+        for entries in self._routes.values():
+            yield from entries.values()
+
+    # -- by what may change them ----------------------------------------------------------
+
+    def under(self, key: Key) -> Iterable[WatchedTopic]:
+        """The topics whose state a change of `key` may change."""
+        return self._by_key.get(key, ())
+
+    def file(self, entry: WatchedTopic, keys: frozenset[Key]) -> None:
+        """File `entry` under `keys` (and by its own nodes while it is not found)."""
+        if keys is entry.keys:
+            return
+        index = self._by_key
+        for key in entry.keys - keys:
+            entries = index.get(key)
+            if entries is not None:
+                entries.discard(entry)
+                if not entries:
+                    del index[key]
+        for key in keys - entry.keys:
+            index.setdefault(key, set()).add(entry)
+        entry.keys = keys
+        absent = any(key[0] == ABSENT for key in keys)
+        if absent != bool(entry.absent):
+            self._file_absent(entry, absence_paths(entry.topic) if absent else ())
+
+    def _file_absent(self, entry: WatchedTopic, paths: tuple[str, ...]) -> None:
+        for path in entry.absent:
+            parent, _, name = path.rpartition("/")
+            names = self._absent.get(parent)
+            entries = names.get(name) if names is not None else None
+            if names is None or entries is None:
+                continue
+            entries.discard(entry)
+            if not entries:
+                del names[name]
+                if not names:
+                    del self._absent[parent]
+        for path in paths:
+            parent, _, name = path.rpartition("/")
+            self._absent.setdefault(parent, {}).setdefault(name, set()).add(entry)
+        entry.absent = paths
+
+    def waits_under(self, parent: str) -> bool:
+        """Whether a topic not found waits for a node under `parent`."""
+        return parent in self._absent
+
+    def appeared(self, paths: Iterable[str], view: ClusterView) -> Iterator[WatchedTopic]:
+        """The topics not found whose node was written (a path), or whose node's parent lists
+        it now (a parent's path and "/")."""
+        for path in paths:
+            if not path.endswith("/"):
+                parent, _, name = path.rpartition("/")
+                yield from self._absent.get(parent, {}).get(name, ())
+                continue
+            parent = path[:-1]
+            names = self._absent.get(parent, {})
+            try:
+                if len(names) > SCAN_LIST_ABOVE:  # (made-up names outnumber the real ones)
+                    found = [name for name in view.children(parent) if name in names]
+                else:
+                    found = [name for name in names if view.has_child(parent, name)]
+            except NodeNotLoaded:
+                found = list(names)  # (whatever it is now, the lookup reads it)
+            for name in found:
+                yield from names[name]
+
+    # -- what was told ----------------------------------------------------------------------
+
+    def share(self, state: TopicState) -> TopicState:
+        """The one object for `state`: topics of one bundle share it (a full garbage
+        collection walks each one)."""
+        key = (state, state.owner, state.bundle, state.message)
+        shared = self._states.get(key)
+        if shared is None:
+            if len(self._states) >= STATES_KEPT:
+                self._states.clear()
+            shared = self._states[key] = state
+        return shared
+
+    def told_owner(self, view: ClusterView, owner: str) -> None:
+        """Note what an owner's registration read, once an answer naming it was told."""
+        if owner not in self._prints:
+            self._prints[owner] = registration_print(view, owner)
+
+    def registration_changed(self, view: ClusterView, broker_id: str) -> bool:
+        """Whether a rewritten registration changed what answers read of it (a load report
+        rewrites it every few seconds and changes nothing)."""
+        now = registration_print(view, broker_id)
+        if self._prints.get(broker_id, ()) == now:
+            return False
+        self._prints[broker_id] = now
+        return True
+
+    def forget_registrations(self) -> None:
+        self._prints.clear()

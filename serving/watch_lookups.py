@@ -1,0 +1,227 @@
+"""The ownership watch's lookups: the loop that turns the topics a change concerns (and newly
+watched ones) into new topic states, and hands a state to the topic's streams when it is news.
+
+Lookups run on up to CONCURRENCY tasks, with the lookup service (the same answer, URLs and
+authorization as `/lookup/v2/topic`). Lookups after a change (and retries) come first: a push
+never waits behind a subscribe. First lookups are taken FIRST_BATCH at a time from each
+subscribing stream in turn: a stream that subscribes 10,000 topics delays another's first
+answers by a batch, not by its 10,000. A topic is looked up again after RETRY_INTERVAL while
+its state cannot be told.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import OrderedDict, deque
+
+from pulsar_lookup_gateway.lookup.errors import LookupFailure
+from pulsar_lookup_gateway.lookup.ownership_changes import (
+    TRANSIENT_FAILURES,
+    ErrorCode,
+    TopicState,
+    TopicStateKind,
+    answered_state,
+    depends_on,
+    error_state,
+    failed_state,
+    supersedes,
+)
+from pulsar_lookup_gateway.serving.collection_hold import CollectionHold
+from pulsar_lookup_gateway.serving.service import LookupService
+from pulsar_lookup_gateway.serving.watch_index import Sink, WatchedTopic, WatchIndex
+
+log = logging.getLogger(__name__)
+
+PROTOCOL = "watch"  # the protocol label of the lookups the watch makes
+CONCURRENCY = 32  # lookups in flight for the watch
+RETRY_INTERVAL = 1.0  # seconds before a topic whose state cannot be told is tried again
+#: Lookups of one topic while the metadata keeps changing under them (then: tried again later).
+ATTEMPTS = 3
+YIELD_EVERY = 64  # lookups the workers make in one loop iteration, all together
+FIRST_BATCH = 16  # first lookups of one stream taken in a row (then the next stream's)
+UNAVAILABLE = "the gateway cannot read this topic's metadata now; it keeps trying"
+
+
+class WatchLookups:
+    def __init__(self, service: LookupService, index: WatchIndex, hold: CollectionHold) -> None:
+        self.service = service
+        self._index = index
+        self._hold = hold  # ended once every queued lookup was made and told
+        # To look up: again after a change (first), and for the first time, per stream
+        # (taken FIRST_BATCH at a time from each in turn).
+        self._again: OrderedDict[WatchedTopic, None] = OrderedDict()
+        self._firsts: OrderedDict[Sink, deque[WatchedTopic]] = OrderedDict()
+        self._taken = 0  # first lookups taken in a row from the stream in front
+        self._burst = 0  # lookups started in this loop iteration
+        self._workers = 0
+        self._retry: set[WatchedTopic] = set()
+        self._retry_timer: asyncio.TimerHandle | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.made = 0  # lookups made (tests and the benchmark read it)
+
+    @property
+    def queued_again(self) -> int:
+        return len(self._again)
+
+    def first(self, sink: Sink, entry: WatchedTopic) -> None:
+        """Look a newly watched topic up, in `sink`'s turn; `entry.first` is done then."""
+        entry.first = asyncio.get_running_loop().create_future()
+        entry.queued = True
+        self._firsts.setdefault(sink, deque()).append(entry)
+        self._start_workers()
+
+    def again(self, entry: WatchedTopic) -> None:
+        """Look `entry` up again (ahead of every first lookup)."""
+        if entry.queued:
+            return  # (its lookup has not started: it reads the view as it is then)
+        entry.queued = True
+        self._again[entry] = None
+        self._start_workers()
+
+    def cancel(self, entry: WatchedTopic) -> None:
+        """`entry` is watched no more (in a stream's first lookups: skipped when taken)."""
+        self._again.pop(entry, None)
+        self._retry.discard(entry)
+        if entry.first is not None and not entry.first.done():
+            entry.first.set_result(None)
+
+    async def close(self) -> None:
+        if self._retry_timer is not None:
+            self._retry_timer.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    # -- the workers ------------------------------------------------------------------------
+
+    def _start_workers(self) -> None:
+        if self._workers < CONCURRENCY:
+            self._workers += 1
+            task = asyncio.get_running_loop().create_task(self._work())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    def _next(self) -> WatchedTopic | None:
+        """The next topic to look up: a change's first, then the streams' first lookups in
+        turn; None when there is none."""
+        while self._again or self._firsts:
+            if self._again:
+                entry, _ = self._again.popitem(last=False)
+            else:
+                sink, firsts = next(iter(self._firsts.items()))
+                entry = firsts.popleft()
+                self._taken += 1
+                if not firsts:
+                    del self._firsts[sink]
+                    self._taken = 0
+                elif self._taken >= FIRST_BATCH:
+                    self._firsts.move_to_end(sink)
+                    self._taken = 0
+            entry.queued = False
+            if not entry.removed:
+                return entry
+        return None
+
+    async def _work(self) -> None:
+        try:
+            while True:
+                if self._burst >= YIELD_EVERY:
+                    # Warm lookups finish without waiting: the loop polls its sockets (the
+                    # streams send, requests are read) before the workers go on.
+                    await asyncio.sleep(0)
+                entry = self._next()
+                if entry is None:
+                    break
+                self._burst += 1
+                if self._burst == 1:  # (runs after the loop's next poll)
+                    asyncio.get_running_loop().call_soon(self._new_burst)
+                try:
+                    await self._look_up(entry)
+                except Exception:  # a bug of ours must not end the watch of every topic
+                    log.exception("ownership watch: looking up %s failed", entry.topic.full)
+                    self._retry_later(entry)
+                finally:
+                    if entry.first is not None:
+                        if not entry.first.done():
+                            entry.first.set_result(None)
+                        entry.first = None
+        finally:
+            self._workers -= 1
+            if not self._workers and not self._again and not self._firsts:
+                self._hold.end()
+
+    def _new_burst(self) -> None:
+        self._burst = 0
+
+    async def _look_up(self, entry: WatchedTopic) -> None:
+        service = self.service
+        self.made += 1
+        for _ in range(ATTEMPTS):
+            try:
+                answer = await service.lookup(entry.topic, entry.choice, PROTOCOL, role=entry.role)
+                view = service.source.view
+                if answer.peer_cluster is None:
+                    version = view.version
+                    # As /lookup/v2/topic: a persistent topic that neither exists nor may be
+                    # created is not found.
+                    await service.check_lookup_allowed(entry.topic)
+                    if service.source.view is not view or view.version != version:
+                        continue  # changed while it was read: the answer may be older
+                state = answered_state(answer, view)
+            except LookupFailure as failure:
+                state = failed_state(entry.topic, failure, service.source.view)
+                if state is None and failure.kind in TRANSIENT_FAILURES:
+                    self._retry_later(entry)
+                    if entry.message is None:  # nothing told yet: say so, and keep trying
+                        state = error_state(ErrorCode.UNAVAILABLE, UNAVAILABLE)
+            if entry.removed:
+                return
+            if state is None:  # half-way: what settles it is watched; tried again anyway
+                self._retry_later(entry)
+            self._tell(entry, state)
+            return
+        self._retry_later(entry)
+
+    def _tell(self, entry: WatchedTopic, state: TopicState | None) -> None:
+        """Record `state` and hand it to the streams if it is news (`supersedes`)."""
+        index = self._index
+        last = entry.state
+        if state is None:
+            # Half-way, or of the moment: the last state holds; whatever settles it is watched.
+            index.file(entry, depends_on(entry.topic, last) | depends_on(entry.topic, None))
+            return
+        index.file(entry, depends_on(entry.topic, state))
+        if not supersedes(state, last):
+            return
+        if state.kind is TopicStateKind.OWNER and state.owner is not None:
+            index.told_owner(self.service.source.view, state.owner)
+        entry.state = state = index.share(state)
+        topic = entry.topic.full
+        message = entry.message = state.message_json(topic)
+        for sink in entry.watchers():
+            sink.deliver(topic, message)
+
+    # -- retries ----------------------------------------------------------------------------
+
+    def _retry_later(self, entry: WatchedTopic) -> None:
+        self._retry.add(entry)
+        if self._retry_timer is None:
+            loop = asyncio.get_running_loop()
+            self._retry_timer = loop.call_later(RETRY_INTERVAL, self._retry_now)
+
+    def _retry_now(self) -> None:
+        self._retry_timer = None
+        if not self._retry:
+            return
+        if not self.service.source.status().ready:  # (a lost session: wait for the cache)
+            self._retry_timer = asyncio.get_running_loop().call_later(
+                RETRY_INTERVAL, self._retry_now
+            )
+            return
+        retry, self._retry = self._retry, set()
+        for entry in retry:
+            if not entry.removed:
+                self.again(entry)
