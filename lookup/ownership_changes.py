@@ -55,7 +55,11 @@ from pulsar_lookup_gateway.lookup.model import (
 )
 from pulsar_lookup_gateway.lookup.resolve import LookupAnswer, ResponseKind, namespace_bundle
 from pulsar_lookup_gateway.lookup.topics import NamespaceName, TopicDomain, TopicName
-from pulsar_lookup_gateway.lookup.view import EVERY_PATH, ClusterView
+from pulsar_lookup_gateway.lookup.view import ClusterView
+from pulsar_lookup_gateway.lookup.write_keys import ALL as ALL
+from pulsar_lookup_gateway.lookup.write_keys import BROKERS as BROKERS
+from pulsar_lookup_gateway.lookup.write_keys import Key as Key
+from pulsar_lookup_gateway.lookup.write_keys import keys_of_path as keys_of_path
 
 
 class TopicStateKind(StrEnum):
@@ -97,16 +101,14 @@ _UNOWNED_FAILURES = frozenset(
 #: Failures of the moment (not of the cluster's state): tried again, never told over an answer.
 TRANSIENT_FAILURES = frozenset({FailureKind.METADATA_UNAVAILABLE, FailureKind.TOO_MANY_REQUESTS})
 
-#: What an answer depends on, as keys the watch indexes topics by (see keys_of_path):
+#: What an answer depends on, as keys the watch indexes topics by (lookup.write_keys: the one
+#: rule of what a write may change, re-exported here for the watch):
 #: ("ns", tenant, ns) policies and local policies; ("tenant", tenant) its admin roles;
 #: ("bundle", tenant, ns, bundle) the ownership node; ("children", tenant, ns) the list of
 #: ownership nodes; ("topics", tenant, ns) the topics that exist; ("broker", id) one
 #: registration; ("brokers",) the list of registrations; ("all",) anything; ("absent", tenant,
 #: ns) marks a topic not found: the watch keeps it by the paths of its own nodes (absence_paths),
 #: not by namespace, so a ledger written in the namespace re-looks-up no made-up name.
-Key = tuple[str, ...]
-ALL: Key = ("all",)
-BROKERS: Key = ("brokers",)
 ABSENT = "absent"
 
 
@@ -322,46 +324,6 @@ def _keys(
     if kind is not TopicStateKind.OWNER and kind is not TopicStateKind.UNOWNED:
         keys.add(("topics", tenant, namespace))
     return frozenset(keys)
-
-
-def keys_of_path(path: str) -> list[Key]:
-    """The keys a write of `path` (a trailing `/`: its children list) may affect."""
-    if path == EVERY_PATH:
-        return [ALL]
-    parts = path.split("/")
-    if len(parts) < 2:
-        return []
-    root = parts[1]
-    if root in ("namespace", "service_unit_state"):
-        if len(parts) >= 5 and parts[4]:
-            return [("bundle", parts[2], parts[3], parts[4])]
-        if len(parts) >= 4 and parts[3]:
-            return [("children", parts[2], parts[3])]
-        return []
-    if root == "loadbalance":
-        if len(parts) < 3 or parts[2] != "brokers":
-            return []  # the leader: an unowned bundle is told without a target
-        if len(parts) >= 4 and parts[3]:
-            return [("broker", parts[3])]
-        return [BROKERS]
-    if root == "managed-ledgers":
-        return [("topics", parts[2], parts[3])] if len(parts) >= 4 and parts[3] else []
-    if root == "admin" and len(parts) >= 3:
-        kind = parts[2]
-        if kind in ("policies", "local-policies"):
-            if len(parts) >= 5 and parts[4]:
-                return [("ns", parts[3], parts[4])]
-            if len(parts) >= 4 and parts[3]:
-                return [("tenant", parts[3])]
-            return [ALL]  # the list of tenants
-        if kind == "partitioned-topics":
-            return [("topics", parts[3], parts[4])] if len(parts) >= 5 and parts[4] else []
-        if kind == "clusters":
-            return [ALL]  # geo-replication redirects
-        return []
-    if path == "//":  # the root's children: whether the table view is there
-        return [ALL]
-    return []
 
 
 def registration_print(view: ClusterView, broker_id: str) -> object:
