@@ -7,7 +7,7 @@ from __future__ import annotations
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from prometheus_client import CollectorRegistry
 
-from pulsar_lookup_gateway.brokers.link import LinkSettings
+from pulsar_lookup_gateway.brokers.settings import LinkSettings
 from pulsar_lookup_gateway.http_api.watch import WatchSettings
 from pulsar_lookup_gateway.listeners.auth import (
     MIN_SECRET_BYTES,

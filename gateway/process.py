@@ -12,6 +12,7 @@ import signal
 import ssl
 from typing import Any, Protocol
 
+from pulsar_lookup_gateway.brokers.binary_forwarder import BinaryForwarder
 from pulsar_lookup_gateway.brokers.link import BrokerLink
 from pulsar_lookup_gateway.gateway import factories
 from pulsar_lookup_gateway.gateway.logs import ACCESS_LOGGER
@@ -155,7 +156,7 @@ class Gateway:
                 settings,
                 ssl_context=context,
                 authenticator=self.authenticator,
-                broker_link=self.broker_link,
+                forwarding=BinaryForwarder(self.broker_link),
                 reply_budget=self.reply_budget,
             )
         app = build_app(

@@ -57,6 +57,7 @@ from pulsar_lookup_gateway.lookup.untrusted import printable
 from pulsar_lookup_gateway.tls.server_names import served
 
 __all__ = [
+    "ANONYMOUS",
     "AuthConfigError",
     "AuthenticationFailed",
     "AuthenticationProvider",
@@ -64,6 +65,7 @@ __all__ = [
     "Credentials",
     "Identity",
     "ListenerGuard",
+    "Principal",
     "TlsAuthenticationProvider",
     "TokenAuthenticationProvider",
     "bearer_token",
@@ -126,6 +128,21 @@ class Identity:
 
     def expired(self, now: float) -> bool:
         return self.expires_at is not None and now >= self.expires_at
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """The client a request forwarded to a broker is made for, as the broker is told it
+    (CONNECT's original principal): its role (None: it proved none) and, to be forwarded
+    where that is configured, the method and credentials it proved the role with."""
+
+    role: str | None = None
+    auth_method: str | None = None
+    auth_data: str | None = None
+
+
+#: A client that proved no role.
+ANONYMOUS = Principal()
 
 
 class AuthenticationProvider(Protocol):

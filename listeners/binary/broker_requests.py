@@ -2,17 +2,15 @@
 
 What the metadata store knows is answered from it, with the broker's rules (lookup.topic_list,
 lookup.auto_creation); what only a broker can answer (schemas, non-persistent topics, creating a
-partitioned topic) goes over the broker link, and the broker's answer is written here, under
-the client's request id."""
+partitioned topic) is forwarded to a broker through the interface gateway/ wires in
+(forwarding.BrokerForwarding), which answers with the frame for the client's request id."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import cast
 
-from pulsar_lookup_gateway.brokers.answers import BrokerRefusal, BrokerSchema, TopicList
-from pulsar_lookup_gateway.brokers.link import BrokerLink, required
+from pulsar_lookup_gateway.listeners.binary.forwarding import BrokerForwarding
 from pulsar_lookup_gateway.listeners.binary.replies import (
     error_failed,
     partitions_failed,
@@ -25,11 +23,9 @@ from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import (
     CommandGetSchema,
     CommandGetTopicsOfNamespace,
     CommandPartitionedTopicMetadata,
-    Schema,
 )
 from pulsar_lookup_gateway.lookup.auto_creation import Partitions, TopicNotFound, topic_not_found
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
-from pulsar_lookup_gateway.lookup.topic_list import TopicListing
 from pulsar_lookup_gateway.lookup.topics import TopicName
 from pulsar_lookup_gateway.serving.service import LookupService
 
@@ -40,16 +36,22 @@ MAX_FORWARDED_PER_CONNECTION = 64
 
 
 class _BrokerBacked:
-    def __init__(self, service: LookupService, broker_link: BrokerLink | None) -> None:
+    def __init__(self, service: LookupService, forwarding: BrokerForwarding | None) -> None:
         self._service = service
-        self._broker_link = broker_link
+        self._forwarding = forwarding
 
-    def _link(self) -> BrokerLink:
-        return required(self._broker_link)
+    def _broker(self) -> BrokerForwarding:
+        """Where requests only a broker can answer go; BROKER_UNAVAILABLE where the gateway
+        has none."""
+        if self._forwarding is None:
+            raise LookupFailure(
+                FailureKind.BROKER_UNAVAILABLE, "this request needs a broker; none is configured"
+            )
+        return self._forwarding
 
 
 @contextlib.contextmanager
-def _forwarding(session: Session) -> Iterator[None]:
+def _waiting_on_broker(session: Session) -> Iterator[None]:
     """Count a request of `session` waiting on a broker, within its connection's limit."""
     if session.forwarded >= MAX_FORWARDED_PER_CONNECTION:
         raise LookupFailure(
@@ -88,15 +90,13 @@ class PartitionedMetadata(_BrokerBacked):
         name = TopicName.parse(topic)
         if isinstance(decision, TopicNotFound):
             return partitions_failed(request_id, topic_not_found(name))
-        with _forwarding(session):
-            answer = await self._link().partitioned_metadata(
-                name.full, auto_creation=decision.auto_creation, principal=session.principal
+        with _waiting_on_broker(session):
+            return await self._broker().partitioned_metadata(
+                request_id,
+                name.full,
+                auto_creation=decision.auto_creation,
+                principal=session.principal,
             )
-        if isinstance(answer, BrokerRefusal):
-            return codec.partitioned_metadata_response(
-                request_id, error=_error(answer), message=answer.message
-            )
-        return codec.partitioned_metadata_response(request_id, answer.count)
 
 
 class TopicsOfNamespace(_BrokerBacked):
@@ -116,15 +116,11 @@ class TopicsOfNamespace(_BrokerBacked):
         listing (DefaultPulsarResourcesExtended) does."""
         pattern = body.topics_pattern if body.HasField("topics_pattern") else None
         client_hash = body.topics_hash if body.HasField("topics_hash") else None
-        listing: TopicList | TopicListing | BrokerRefusal
-        if body.mode == CommandGetTopicsOfNamespace.PERSISTENT:
-            listing = await self._service.topics_of_namespace(
-                body.namespace, pattern=pattern, client_hash=client_hash, role=session.role
-            )
-        else:
+        if body.mode != CommandGetTopicsOfNamespace.PERSISTENT:
             namespace = await self._service.namespace_access(body.namespace, role=session.role)
-            with _forwarding(session):
-                listing = await self._link().topics_of_namespace(
+            with _waiting_on_broker(session):
+                return await self._broker().topics_of_namespace(
+                    body.request_id,
                     str(namespace),
                     body.mode,
                     topics_pattern=pattern,
@@ -132,8 +128,9 @@ class TopicsOfNamespace(_BrokerBacked):
                     properties=[(item.key, item.value) for item in body.properties],
                     principal=session.principal,
                 )
-        if isinstance(listing, BrokerRefusal):
-            return codec.error(body.request_id, _error(listing), listing.message)
+        listing = await self._service.topics_of_namespace(
+            body.namespace, pattern=pattern, client_hash=client_hash, role=session.role
+        )
         return codec.get_topics_of_namespace_response(
             body.request_id,
             listing.topics,
@@ -155,22 +152,7 @@ class Schemas(_BrokerBacked):
         if session.role is not None:
             await self._service.authorize(topic, session.role)
         version = body.schema_version if body.HasField("schema_version") else None
-        with _forwarding(session):
-            answer = await self._link().schema(topic.full, version, principal=session.principal)
-        if isinstance(answer, BrokerRefusal):
-            return codec.get_schema_response(
-                body.request_id, error=_error(answer), message=answer.message
+        with _waiting_on_broker(session):
+            return await self._broker().schema(
+                body.request_id, topic.full, version, principal=session.principal
             )
-        return codec.get_schema_response(
-            body.request_id, schema=_schema(answer), schema_version=answer.version
-        )
-
-
-def _error(refusal: BrokerRefusal) -> codec.ServerError:
-    return cast(codec.ServerError, refusal.code)
-
-
-def _schema(answer: BrokerSchema) -> Schema:
-    return codec.schema(
-        answer.name, cast(Schema.Type, answer.type_number), answer.data, dict(answer.properties)
-    )

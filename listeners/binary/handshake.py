@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import logging
 
-from pulsar_lookup_gateway.brokers.link import Principal
 from pulsar_lookup_gateway.listeners.auth import (
     AuthenticationFailed,
     Credentials,
     ListenerGuard,
+    Principal,
     verified_peer_certificate,
 )
 from pulsar_lookup_gateway.listeners.binary.replies import AUTHENTICATION_ERROR, NOT_ALLOWED

@@ -8,7 +8,6 @@ import asyncio
 import logging
 import ssl
 
-from pulsar_lookup_gateway.brokers.link import BrokerLink
 from pulsar_lookup_gateway.listeners.auth import Authenticator
 from pulsar_lookup_gateway.listeners.binary.broker_requests import (
     PartitionedMetadata,
@@ -16,6 +15,7 @@ from pulsar_lookup_gateway.listeners.binary.broker_requests import (
     TopicsOfNamespace,
 )
 from pulsar_lookup_gateway.listeners.binary.connection import Connection
+from pulsar_lookup_gateway.listeners.binary.forwarding import BrokerForwarding
 from pulsar_lookup_gateway.listeners.binary.handlers import Handlers
 from pulsar_lookup_gateway.listeners.binary.handshake import Handshake
 from pulsar_lookup_gateway.listeners.binary.lookups import Lookups
@@ -52,11 +52,11 @@ class BinaryServer(BoundSocket):
         settings: BinarySettings,
         ssl_context: ssl.SSLContext | None = None,
         authenticator: Authenticator | None = None,
-        broker_link: BrokerLink | None = None,
+        forwarding: BrokerForwarding | None = None,
         reply_budget: ReplyBudget | None = None,
     ) -> None:
         """`authenticator`: who must authenticate, and how (None: nobody, any listener name);
-        `broker_link`: where requests only a broker can answer go (None: they fail);
+        `forwarding`: where requests only a broker can answer go (None: they fail);
         `reply_budget`: the bound on unread answers, shared by the gateway's binary sockets
         (None: one of this socket's own)."""
         if not spec.endpoint.scheme.is_binary:
@@ -83,9 +83,9 @@ class BinaryServer(BoundSocket):
         self.handlers = Handlers(
             handshake=Handshake(settings, lookups.memo, lookups.bundle_memo, self.url),
             lookups=lookups,
-            partitions=PartitionedMetadata(service, broker_link),
-            topics=TopicsOfNamespace(service, broker_link),
-            schemas=Schemas(service, broker_link),
+            partitions=PartitionedMetadata(service, forwarding),
+            topics=TopicsOfNamespace(service, forwarding),
+            schemas=Schemas(service, forwarding),
         )
 
     @property

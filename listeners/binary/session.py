@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pulsar_lookup_gateway.brokers.link import ANONYMOUS, Principal
-from pulsar_lookup_gateway.listeners.auth import Identity
+from pulsar_lookup_gateway.listeners.auth import ANONYMOUS, Identity, Principal
 from pulsar_lookup_gateway.listeners.bundle_memo import BundleAnswers
 from pulsar_lookup_gateway.listeners.endpoints.client_origin import ClientOrigin
 from pulsar_lookup_gateway.listeners.lookup_memo import AnswerTemplate

@@ -23,6 +23,7 @@ import _pulsar
 import pulsar
 import pytest
 
+from pulsar_lookup_gateway.brokers.binary_forwarder import BinaryForwarder
 from pulsar_lookup_gateway.brokers.link import BrokerLink, LinkSettings
 from pulsar_lookup_gateway.http_api.app import build_app
 from pulsar_lookup_gateway.http_api.server import HttpServer
@@ -95,7 +96,7 @@ async def world_of(tmp_path: Path, creation: AutoCreationSettings) -> AsyncItera
             SocketSpec(Endpoint(Scheme.PULSAR, "127.0.0.1", 0), None, "e2e binary"),
             service,
             BinarySettings(keep_alive_interval=0, handshake_timeout=10),
-            broker_link=link,
+            forwarding=BinaryForwarder(link),
         )
         app = build_app(service, listener=None, listener_table=[], broker_link=link)
         http = HttpServer(SocketSpec(Endpoint(Scheme.HTTP, "127.0.0.1", 0), None, "e2e http"), app)

@@ -20,7 +20,8 @@ from pulsar_lookup_gateway.brokers.answers import (
     PartitionCount,
     TopicList,
 )
-from pulsar_lookup_gateway.brokers.link import BrokerLink, LinkSettings, Principal
+from pulsar_lookup_gateway.brokers.link import BrokerLink, LinkSettings
+from pulsar_lookup_gateway.listeners.auth import Principal
 from pulsar_lookup_gateway.listeners.protocol.codec import Schema
 from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import CommandGetTopicsOfNamespace
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure

@@ -13,6 +13,7 @@ import aiohttp
 import pytest
 from kazoo.client import KazooClient
 
+from pulsar_lookup_gateway.brokers.binary_forwarder import BinaryForwarder
 from pulsar_lookup_gateway.brokers.link import BrokerLink, LinkSettings
 from pulsar_lookup_gateway.http_api.app import build_app
 from pulsar_lookup_gateway.http_api.server import HttpServer
@@ -75,7 +76,7 @@ async def gateway(
         SocketSpec(Endpoint(Scheme.PULSAR, HOST, 0), None, "binary"),
         service,
         SETTINGS,
-        broker_link=link,
+        forwarding=BinaryForwarder(link),
     )
     app = build_app(service, listener=None, listener_table=[], broker_link=link)
     http = HttpServer(SocketSpec(Endpoint(Scheme.HTTP, HOST, 0), None, "http"), app)

@@ -41,10 +41,11 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
 }
 #: Where a floor may reach into `listeners`, by subpackage or module: the HTTP app takes the
 #: network face (authentication, endpoints and client location, the routing decision), the
-#: broker link the wire format and endpoints; neither takes the binary server or the config.
+#: broker link the wire format, endpoints and who a request is made for (auth); neither takes
+#: the binary server or the config.
 LISTENERS_FACE: dict[str, tuple[str, ...]] = {
     "http_api": ("auth", "endpoints", "routing"),
-    "brokers": ("protocol", "endpoints"),
+    "brokers": ("protocol", "endpoints", "auth"),
 }
 #: Libraries that do I/O or need a runtime of their own, kept out of pure modules.
 IMPURE = frozenset({"kazoo", "aiohttp", "pyspark", "pyarrow", "matplotlib", "pandas"})
