@@ -18,7 +18,8 @@ from __future__ import annotations
 import asyncio
 
 from pulsar_lookup_gateway.brokers.answers import BrokerLookup
-from pulsar_lookup_gateway.brokers.link import ANONYMOUS, BrokerLink, Principal
+from pulsar_lookup_gateway.brokers.link import BrokerLink
+from pulsar_lookup_gateway.listeners.auth import ANONYMOUS, Principal
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
 from pulsar_lookup_gateway.lookup.protocol_data import ProtocolAnswer
 from pulsar_lookup_gateway.lookup.selection import ListenerChoice
