@@ -21,8 +21,9 @@ What a connection may do:
   concurrently (pipelined): a slow lookup does not hold up later ones; answers carry the request
   id. Persistent topic lists and partitioned metadata come from the metadata store, with the
   broker's auto-creation rules (lookup.topic_list, lookup.auto_creation); what only a broker can
-  answer (schemas, non-persistent topics, creating a partitioned topic) goes over the broker
-  link (listeners.broker_link) and the broker's answer is relayed under the client's request id.
+  answer (schemas, non-persistent topics, creating a partitioned topic) is forwarded to a broker
+  (forwarding.py: the interface gateway/ wires the broker link into) and the broker's answer is
+  relayed under the client's request id.
   CONNECTED announces supports_get_partitioned_metadata_without_auto_creation, as a broker does.
 - PING is answered with PONG; idle clients (whatever their version) are pinged every keep-alive
   interval and dropped if nothing comes back by the next tick.
@@ -47,8 +48,8 @@ The package, from the socket inwards:
   awaiting CONNECT, authenticating, connected, closing), flow control and keep-alive.
 - handshake.py: CONNECT and credentials. lookups.py: LOOKUP, in full or from the memo of warm
   answers (answer_frames.py builds the answer frames). broker_requests.py: partitioned metadata,
-  topic lists and schemas. requests.py runs each request (a coroutine that ends in its answer
-  frame); replies.py turns failures into frames.
+  topic lists and schemas (forwarding.py: what they ask of a broker). requests.py runs each
+  request (a coroutine that ends in its answer frame); replies.py turns failures into frames.
 """
 
 from pulsar_lookup_gateway.listeners.binary.server import BinaryServer
