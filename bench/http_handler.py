@@ -28,6 +28,7 @@ from multidict import CIMultiDict
 
 from bench.http_lookup import LISTENER, OWNED, PATH
 from pulsar_lookup_gateway.http_api.app import build_app
+from pulsar_lookup_gateway.http_api.settings import HttpSettings
 from pulsar_lookup_gateway.metadata_store.file import FileSource
 from pulsar_lookup_gateway.metadata_store.synthetic import cluster
 from pulsar_lookup_gateway.serving.service import LookupService
@@ -72,7 +73,7 @@ async def measure(count: int, rounds: int) -> list[tuple[str, float, float, floa
         try:
             service = LookupService(source, internal_listener="internal")
             memoised, full = (
-                build_app(service, listener=LISTENER, listener_table=[], memoise_lookups=memoise)
+                build_app(service, HttpSettings(LISTENER, memoise_lookups=memoise))
                 for memoise in (True, False)
             )
             rows = []

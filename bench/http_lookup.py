@@ -42,6 +42,7 @@ from aiohttp import ClientSession, ClientTimeout, TCPConnector, web
 
 from pulsar_lookup_gateway.http_api.app import build_app
 from pulsar_lookup_gateway.http_api.server import HttpServer
+from pulsar_lookup_gateway.http_api.settings import HttpSettings
 from pulsar_lookup_gateway.listeners.endpoints.addresses import Endpoint, Scheme
 from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec
 from pulsar_lookup_gateway.metadata_store.file import FileSource
@@ -71,7 +72,7 @@ async def _gateway(snapshot: Path) -> tuple[HttpServer, FileSource]:
     source = FileSource(snapshot, poll_interval=3600)
     await source.start()
     service = LookupService(source, internal_listener="internal")
-    app = build_app(service, listener=LISTENER, listener_table=[])
+    app = build_app(service, HttpSettings(LISTENER))
     return HttpServer(_spec(), app), source
 
 

@@ -41,6 +41,7 @@ from typing import Any
 from bench.common import cluster_snapshot, cpu_seconds, measured_window, percentile, receive
 from pulsar_lookup_gateway.http_api.app import build_app
 from pulsar_lookup_gateway.http_api.server import HttpServer
+from pulsar_lookup_gateway.http_api.settings import HttpSettings
 from pulsar_lookup_gateway.listeners.binary import BinaryServer, BinarySettings
 from pulsar_lookup_gateway.listeners.endpoints.addresses import Endpoint, Scheme
 from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec
@@ -109,7 +110,7 @@ async def _serve_async(snapshot: str, certs: dict[str, str], pipe: Connection) -
         return SocketSpec(Endpoint(scheme, HOST, 0), LISTENER, "bench")
 
     def app() -> Any:
-        return build_app(service, listener=LISTENER, listener_table=[])
+        return build_app(service, HttpSettings(LISTENER))
 
     servers: dict[str, BinaryServer | HttpServer] = {
         "pulsar": BinaryServer(spec(Scheme.PULSAR), service, settings),

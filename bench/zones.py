@@ -393,6 +393,7 @@ def _serve(snapshot_path: str, conn: Connection) -> None:
     """Child process: the gateway's HTTP app on 127.0.0.1, until the parent says stop."""
     from pulsar_lookup_gateway.http_api.app import build_app
     from pulsar_lookup_gateway.http_api.server import HttpServer
+    from pulsar_lookup_gateway.http_api.settings import HttpSettings
     from pulsar_lookup_gateway.listeners.endpoints.addresses import Endpoint, Scheme
     from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec
     from pulsar_lookup_gateway.metadata_store.file import FileSource
@@ -402,7 +403,7 @@ def _serve(snapshot_path: str, conn: Connection) -> None:
         source = FileSource(snapshot_path, poll_interval=3600)
         await source.start()
         service = LookupService(source, internal_listener="internal")
-        app = build_app(service, listener=None, listener_table=[])
+        app = build_app(service, HttpSettings(None))
         spec = SocketSpec(Endpoint(Scheme.HTTP, "127.0.0.1", 0), None, "bench socket")
         server = HttpServer(spec, app)
         await server.start()

@@ -1,6 +1,6 @@
-"""What the process builds from its configuration: the settings of each binary socket, the
-broker link and the authenticator. They live here, on the floor that wires the process, so
-that the classes below take plain values and the configuration only validates."""
+"""What the process builds from its configuration: the settings of each binary and HTTP
+socket, the broker link and the authenticator. They live here, on the floor that wires the
+process, so that the classes below take plain values and the configuration only validates."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from prometheus_client import CollectorRegistry
 
 from pulsar_lookup_gateway.brokers.settings import LinkSettings
-from pulsar_lookup_gateway.http_api.watch import WatchSettings
+from pulsar_lookup_gateway.http_api.settings import HttpSettings, ListenerTable, WatchSettings
 from pulsar_lookup_gateway.listeners.auth import (
     MIN_SECRET_BYTES,
     AuthConfigError,
@@ -40,6 +40,26 @@ def binary_settings(config: GatewayConfig, listener: str | None) -> BinarySettin
         max_message_size=config.max_message_size,
         proxy_protocol=config.settings_for(listener).proxy_protocol,
         trusted_proxies=config.trusted_proxies(),
+    )
+
+
+def http_settings(
+    config: GatewayConfig,
+    listener: str | None,
+    authenticator: Authenticator | None,
+    listener_table: ListenerTable,
+) -> HttpSettings:
+    """The settings of an HTTP socket tagged with `listener` (`listener_table`: the rows of
+    every socket, read when asked: filled in once the ports are known)."""
+    return HttpSettings(
+        listener=listener,
+        authenticator=authenticator or Authenticator(),
+        super_users=frozenset(config.super_user_roles),
+        trusted_proxies=config.trusted_proxies(),
+        forwarded_headers=tuple(config.trusted_forwarded_headers),
+        authenticate_metrics=config.authenticate_metrics_endpoint,
+        watch=watch_settings(config),
+        listener_table=listener_table,
     )
 
 

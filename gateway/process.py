@@ -159,18 +159,10 @@ class Gateway:
                 forwarding=BinaryForwarder(self.broker_link),
                 reply_budget=self.reply_budget,
             )
-        app = build_app(
-            self.service,
-            listener=spec.listener,
-            listener_table=self.listener_table,
-            authenticator=self.authenticator,
-            super_users=self.config.super_user_roles,
-            authenticate_metrics=self.config.authenticate_metrics_endpoint,
-            trusted_proxies=self.config.trusted_proxies(),
-            forwarded_headers=self.config.trusted_forwarded_headers,
-            broker_link=self.broker_link,
-            watch_settings=factories.watch_settings(self.config),
+        http_settings = factories.http_settings(
+            self.config, spec.listener, self.authenticator, lambda: self.listener_table
         )
+        app = build_app(self.service, http_settings, broker_link=self.broker_link)
         return HttpServer(
             spec,
             app,

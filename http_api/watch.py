@@ -1,6 +1,6 @@
 """`GET /lookup/v2/watch`: the ownership watch over a WebSocket (README "Ownership watch").
 
-The upgrade request is routed and authenticated as a lookup is (http_api.app: the listener
+The upgrade request is routed and authenticated as a lookup is (http_api.callers: the listener
 from `listenerName`, `X-Pulsar-ListenerName`, then the socket's rules; `Authorization: Bearer`
 or the TLS client certificate); each topic is authorized as a lookup of it. The answers come
 from lookup.ownership_watch, one per (topic, listener, role) for every stream that watches it;
@@ -34,14 +34,15 @@ import sys
 import weakref
 from collections import Counter
 from collections.abc import Coroutine
-from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import WebSocketError, WSCloseCode, WSMsgType, web
 from prometheus_client import Counter as MetricCounter
 from prometheus_client import Gauge
 
-from pulsar_lookup_gateway.http_api.errors import json_error
+from pulsar_lookup_gateway.http_api.callers import Callers
+from pulsar_lookup_gateway.http_api.errors import failure_response, json_error
+from pulsar_lookup_gateway.http_api.settings import WatchSettings
 from pulsar_lookup_gateway.http_api.watch_stream import StreamState
 from pulsar_lookup_gateway.listeners.auth import AuthenticationFailed, Credentials, Identity
 from pulsar_lookup_gateway.listeners.endpoints.client_origin import ClientOrigin
@@ -69,17 +70,6 @@ YIELD_EVERY = 256  # names a subscribe parses before it lets other streams run
 SEND_BUFFER = 64 * 1024
 SIOCOUTQ = 0x5411  # Linux: bytes in a TCP socket's send queue, not yet acknowledged
 TCPI_BYTES_ACKED = 120  # Linux: offset of struct tcp_info's tcpi_bytes_acked (since 4.1)
-
-
-@dataclass(frozen=True, slots=True)
-class WatchSettings:
-    """The gateway's watch* keys."""
-
-    max_topics: int = 10_000  # watchMaxTopicsPerStream
-    max_streams_per_address: int = 64  # watchMaxStreamsPerAddress (0: no limit)
-    max_streams_per_role: int = 1_024  # watchMaxStreamsPerRole (0: no limit)
-    max_frame_bytes: int = 1024 * 1024  # watchMaxFrameBytes
-    stalled_reader_timeout: float = 30.0  # watchStalledReaderTimeoutSeconds
 
 
 class WatchMetrics:
@@ -161,10 +151,26 @@ def watches_for(service: LookupService, settings: WatchSettings | None = None) -
 class WatchEndpoint:
     """The watch route of one socket's application; closes its streams when it stops."""
 
-    def __init__(self, watches: Watches) -> None:
+    def __init__(self, watches: Watches, callers: Callers) -> None:
         self.watches = watches
+        self.callers = callers
         self.streams: set[_Stream] = set()
         watches.endpoints += 1
+
+    async def route(self, request: web.Request) -> web.StreamResponse:
+        """`GET /lookup/v2/watch`: its upgrade request is routed and authenticated as a
+        lookup, once for the stream."""
+        callers = self.callers
+        unnamed, client = callers.unnamed(request)
+        try:
+            identity = callers.identity(request, unnamed.guard)
+            route = callers.choose(request, unnamed, client, None)
+            if route.guard is not unnamed.guard:  # the named listener requires authentication
+                identity = callers.identity(request, route.guard)
+        except LookupFailure as failure:
+            self.watches.service.log_refused("http", client, None, None, failure)
+            return failure_response(failure)
+        return await self.serve(request, route, identity, client)
 
     async def cleanup(self, app: web.Application | None = None) -> None:
         """The socket's application is done: the last one ends the process's watch."""

@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry
 
 from pulsar_lookup_gateway.http_api.app import build_app
 from pulsar_lookup_gateway.http_api.server import HttpServer
+from pulsar_lookup_gateway.http_api.settings import HttpSettings
 from pulsar_lookup_gateway.listeners.auth import Authenticator, TokenAuthenticationProvider
 from pulsar_lookup_gateway.listeners.binary import BinaryServer, BinarySettings
 from pulsar_lookup_gateway.listeners.endpoints.addresses import Endpoint, Scheme
@@ -120,7 +121,7 @@ async def gateway(tmp_path: Path) -> AsyncIterator[Gateway]:
         )
         await binary.start()
         stack.push_async_callback(binary.stop, 5)
-        app = build_app(service, listener="external", listener_table=[], authenticator=auth)
+        app = build_app(service, HttpSettings("external", authenticator=auth))
         http = HttpServer(
             SocketSpec(Endpoint(Scheme.HTTP, "127.0.0.1", 0), "external", "e2e http"), app
         )

@@ -22,6 +22,7 @@ import pytest
 
 from pulsar_lookup_gateway.http_api.app import build_app
 from pulsar_lookup_gateway.http_api.server import HttpServer
+from pulsar_lookup_gateway.http_api.settings import HttpSettings
 from pulsar_lookup_gateway.listeners.endpoints.addresses import Endpoint, Scheme
 from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec
 from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import free_port
@@ -121,7 +122,7 @@ async def _gateway(
     servers = []
     for listener in listeners:
         spec = SocketSpec(Endpoint(Scheme.HTTP, "127.0.0.1", 0), listener, "e2e socket")
-        server = HttpServer(spec, build_app(service, listener=listener, listener_table=[]))
+        server = HttpServer(spec, build_app(service, HttpSettings(listener)))
         await server.start()
         stack.push_async_callback(server.stop, 5)
         servers.append(server)

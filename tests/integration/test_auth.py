@@ -25,6 +25,7 @@ from yarl import URL
 
 from pulsar_lookup_gateway.http_api.app import build_app
 from pulsar_lookup_gateway.http_api.server import HttpServer
+from pulsar_lookup_gateway.http_api.settings import HttpSettings
 from pulsar_lookup_gateway.listeners.auth import (
     Authenticator,
     TlsAuthenticationProvider,
@@ -177,13 +178,8 @@ async def running(
             binary[name] = server
             scheme = Scheme.HTTPS if context else Scheme.HTTP
             spec = SocketSpec(Endpoint(scheme, HOST, 0), listener, f"test {name}")
-            app = build_app(
-                service,
-                listener=listener,
-                listener_table=[],
-                authenticator=auth,
-                super_users=frozenset({ROOT}),
-            )
+            settings = HttpSettings(listener, authenticator=auth, super_users=frozenset({ROOT}))
+            app = build_app(service, settings)
             web = HttpServer(spec, app, context)
             await web.start()
             stack.push_async_callback(web.stop, 5)
@@ -560,7 +556,7 @@ async def test_a_socket_without_a_trust_store_lends_no_certificate_a_role(
     await source.start()
     auth = Authenticator((TlsAuthenticationProvider(),), required={"external": True})
     service = lookup_service(source)
-    app = build_app(service, listener="external", listener_table=[], authenticator=auth)
+    app = build_app(service, HttpSettings("external", authenticator=auth))
     spec = SocketSpec(Endpoint(Scheme.HTTPS, HOST, 0), "external", "t")
     server = HttpServer(spec, app, unverified)
     await server.start()

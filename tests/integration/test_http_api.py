@@ -26,6 +26,7 @@ from pulsar_lookup_gateway.http_api.app import build_app
 from pulsar_lookup_gateway.http_api.errors import STATUS
 from pulsar_lookup_gateway.http_api.openapi import OPENAPI
 from pulsar_lookup_gateway.http_api.server import HttpServer
+from pulsar_lookup_gateway.http_api.settings import HttpSettings
 from pulsar_lookup_gateway.listeners.endpoints.addresses import Endpoint, Scheme
 from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec
 from pulsar_lookup_gateway.lookup.bundles import topic_hash
@@ -109,7 +110,7 @@ async def serving(
 ) -> AsyncIterator[HttpServer]:
     scheme = Scheme.HTTPS if ssl_context is not None else Scheme.HTTP
     spec = SocketSpec(Endpoint(scheme, "127.0.0.1", 0), listener, "test socket")
-    app = build_app(service, listener=listener, listener_table=table or [])
+    app = build_app(service, HttpSettings(listener, listener_table=lambda: table or []))
     server = HttpServer(spec, app, ssl_context)
     await server.start()
     try:
@@ -859,7 +860,7 @@ async def test_openapi_describes_every_route(gw: Gateway) -> None:
     document = reply.json()
     assert document == OPENAPI
     assert document["openapi"].startswith("3.")
-    app = build_app(gw.service, listener=None, listener_table=[])
+    app = build_app(gw.service, HttpSettings(None))
     # the routes the app serves, with their segment patterns dropped: {topic:[^/]+} -> {topic};
     # '/{path}' is the catch-all that answers 404/405
     routes = {

@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 from pulsar_lookup_gateway.brokers.link import BrokerLink
 from pulsar_lookup_gateway.http_api.app import build_app
 from pulsar_lookup_gateway.http_api.server import SERVER_NAME, HttpServer
+from pulsar_lookup_gateway.http_api.settings import HttpSettings
 from pulsar_lookup_gateway.listeners.endpoints.addresses import Endpoint, Scheme
 from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec
 from pulsar_lookup_gateway.metadata_store.file import FileSource
@@ -91,9 +92,8 @@ class BackgroundGateway:
         self.link = BrokerLink(service)
         spec = SocketSpec(Endpoint(Scheme.HTTP, "127.0.0.1", 0), self.listener, "fuzz socket")
         table: list[dict[str, object]] = [{"url": spec.endpoint.url, "listener": self.listener}]
-        app = build_app(
-            service, listener=self.listener, listener_table=table, broker_link=self.link
-        )
+        settings = HttpSettings(self.listener, listener_table=lambda: table)
+        app = build_app(service, settings, broker_link=self.link)
         self.server = HttpServer(spec, app)
         await self.server.start()
 

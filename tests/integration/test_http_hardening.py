@@ -25,6 +25,7 @@ from yarl import URL
 
 from pulsar_lookup_gateway.http_api.app import build_app
 from pulsar_lookup_gateway.http_api.server import SERVER_NAME, HttpServer
+from pulsar_lookup_gateway.http_api.settings import HttpSettings
 from pulsar_lookup_gateway.listeners.auth import Authenticator, TokenAuthenticationProvider
 from pulsar_lookup_gateway.listeners.endpoints.addresses import Endpoint, Scheme
 from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec
@@ -77,9 +78,13 @@ async def serving(
 ) -> AsyncIterator[HttpServer]:
     scheme = Scheme.HTTPS if ssl_context is not None else Scheme.HTTP
     spec = SocketSpec(Endpoint(scheme, HOST, 0), listener, "hardening test socket")
-    app = build_app(
-        service, listener=listener, listener_table=TABLE, authenticator=auth, super_users={ROOT}
+    settings = HttpSettings(
+        listener,
+        authenticator=auth or Authenticator(),
+        super_users=frozenset({ROOT}),
+        listener_table=lambda: TABLE,
     )
+    app = build_app(service, settings)
     http = HttpServer(spec, app, ssl_context, **server)
     await http.start()
     try:
@@ -211,14 +216,14 @@ async def test_operations_routes_authenticate_before_routing(tmp_path: Path) -> 
         assert await send(internal, "GET", "/metrics") == 200  # nobody authenticates there
         assert await send(external, "GET", "/health") == 200  # the probes stay open
         spec = SocketSpec(Endpoint(Scheme.HTTP, HOST, 0), "external", "open metrics socket")
-        app = build_app(
-            service,
-            listener="external",
-            listener_table=TABLE,
+        settings = HttpSettings(
+            "external",
             authenticator=authenticator(),
-            super_users={ROOT},
+            super_users=frozenset({ROOT}),
             authenticate_metrics=False,
+            listener_table=lambda: TABLE,
         )
+        app = build_app(service, settings)
         open_metrics = HttpServer(spec, app, None)
         await open_metrics.start()
         try:

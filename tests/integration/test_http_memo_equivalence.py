@@ -28,6 +28,7 @@ from kazoo.client import KazooClient
 from pulsar_lookup_gateway.http_api.answer_memo import HttpAnswerMemo
 from pulsar_lookup_gateway.http_api.app import ANSWER_MEMO, build_app
 from pulsar_lookup_gateway.http_api.server import HttpServer
+from pulsar_lookup_gateway.http_api.settings import HttpSettings
 from pulsar_lookup_gateway.listeners.auth import Authenticator, TokenAuthenticationProvider
 from pulsar_lookup_gateway.listeners.endpoints.addresses import Endpoint, Scheme
 from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec
@@ -268,14 +269,10 @@ async def side(
         spec = SocketSpec(
             Endpoint(Scheme.HTTPS if secure else Scheme.HTTP, HOST, 0), listener, name
         )
-        app = build_app(
-            service,
-            listener=listener,
-            listener_table=[],
-            authenticator=auth,
-            trusted_proxies=trusted,
-            memoise_lookups=memoise,
+        settings = HttpSettings(
+            listener, authenticator=auth, trusted_proxies=trusted, memoise_lookups=memoise
         )
+        app = build_app(service, settings)
         assert (ANSWER_MEMO in app) == (memoise and listener != secured)
         if ANSWER_MEMO in app:
             memos.append(app[ANSWER_MEMO])
@@ -406,7 +403,7 @@ async def test_one_app_on_a_plain_and_a_tls_socket_keeps_their_answers_apart(
     try:
         async with AsyncExitStack() as stack:
             service = LookupService(source, internal_listener="internal")
-            app = build_app(service, listener="internal", listener_table=[])
+            app = build_app(service, HttpSettings("internal"))
             connections = []
             for secure in (False, True):
                 scheme = Scheme.HTTPS if secure else Scheme.HTTP

@@ -17,6 +17,7 @@ from typing import Any
 from pulsar_lookup_gateway.brokers.link import BrokerLink, LinkSettings
 from pulsar_lookup_gateway.http_api.app import build_app
 from pulsar_lookup_gateway.http_api.server import HttpServer
+from pulsar_lookup_gateway.http_api.settings import HttpSettings
 from pulsar_lookup_gateway.listeners.endpoints.addresses import Endpoint, Scheme
 from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec
 from pulsar_lookup_gateway.lookup.auto_creation import AutoCreationSettings
@@ -72,7 +73,7 @@ async def gateway(
     service = LookupService(source, internal_listener="internal", max_concurrent=max_concurrent)
     service.configure_topics(AutoCreationSettings(), TopicLister())
     link = BrokerLink(service, settings)
-    app = build_app(service, listener=None, listener_table=[], broker_link=link)
+    app = build_app(service, HttpSettings(None), broker_link=link)
     http = HttpServer(SocketSpec(Endpoint(Scheme.HTTP, HOST, 0), None, "http"), app)
     await http.start()
     try:

@@ -17,6 +17,7 @@ from pulsar_lookup_gateway.brokers.binary_forwarder import BinaryForwarder
 from pulsar_lookup_gateway.brokers.link import BrokerLink, LinkSettings
 from pulsar_lookup_gateway.http_api.app import build_app
 from pulsar_lookup_gateway.http_api.server import HttpServer
+from pulsar_lookup_gateway.http_api.settings import HttpSettings
 from pulsar_lookup_gateway.listeners.binary import BinaryServer, BinarySettings
 from pulsar_lookup_gateway.listeners.endpoints.addresses import Endpoint, Scheme
 from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec
@@ -78,7 +79,7 @@ async def gateway(
         SETTINGS,
         forwarding=BinaryForwarder(link),
     )
-    app = build_app(service, listener=None, listener_table=[], broker_link=link)
+    app = build_app(service, HttpSettings(None), broker_link=link)
     http = HttpServer(SocketSpec(Endpoint(Scheme.HTTP, HOST, 0), None, "http"), app)
     await binary.start()
     await http.start()

@@ -29,6 +29,7 @@ import pytest
 from pulsar_lookup_gateway.gateway.cli import main
 from pulsar_lookup_gateway.http_api.app import build_app
 from pulsar_lookup_gateway.http_api.server import HttpServer
+from pulsar_lookup_gateway.http_api.settings import HttpSettings
 from pulsar_lookup_gateway.listeners.endpoints.addresses import Endpoint, Scheme
 from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec
 from pulsar_lookup_gateway.lookup.bundles import topic_hash
@@ -564,7 +565,7 @@ async def test_sample_matches_the_live_gateway_over_http(zone_run: Run) -> None:
     await source.start()
     service = LookupService(source, internal_listener="internal")
     spec = SocketSpec(Endpoint(Scheme.HTTP, "127.0.0.1", 0), None, "test socket")
-    server = HttpServer(spec, build_app(service, listener=None, listener_table=[]))
+    server = HttpServer(spec, build_app(service, HttpSettings(None)))
     await server.start()
     mismatches: list[str] = []
     try:

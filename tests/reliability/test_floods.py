@@ -12,6 +12,7 @@ import pytest
 
 from pulsar_lookup_gateway.http_api.app import build_app
 from pulsar_lookup_gateway.http_api.server import HttpServer
+from pulsar_lookup_gateway.http_api.settings import HttpSettings
 from pulsar_lookup_gateway.listeners.endpoints.addresses import Endpoint, Scheme
 from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec
 from pulsar_lookup_gateway.listeners.protocol import codec
@@ -143,7 +144,7 @@ async def http_server(service: LookupService, head_timeout: float) -> AsyncItera
     spec = SocketSpec(Endpoint(Scheme.HTTP, "127.0.0.1", 0), "internal", "test")
     server = HttpServer(
         spec,
-        build_app(service, listener="internal", listener_table=[]),
+        build_app(service, HttpSettings("internal")),
         head_timeout=head_timeout,
     )
     await server.start()

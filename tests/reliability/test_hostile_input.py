@@ -21,7 +21,7 @@ import jwt
 import pytest
 
 from pulsar_lookup_gateway.gateway.process import Gateway
-from pulsar_lookup_gateway.http_api import app as http_app
+from pulsar_lookup_gateway.http_api import topic_paths
 from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import (
     BaseCommand,
@@ -230,7 +230,7 @@ async def test_long_http_paths_are_answered_but_not_cached(
         gateway_on(private_zookeeper, cluster(owned=OWNED)) as gateway,
         aiohttp.ClientSession() as http,
     ):
-        cached_before = http_app._topic_of_path.cache_info().currsize
+        cached_before = topic_paths._topic_of_path.cache_info().currsize
         statuses = set()
         for n in range(count):
             url = http_url(
@@ -238,10 +238,10 @@ async def test_long_http_paths_are_answered_but_not_cached(
             )
             async with http.get(url, allow_redirects=False) as reply:
                 statuses.add(reply.status)
-        cached_after = http_app._topic_of_path.cache_info().currsize
+        cached_after = topic_paths._topic_of_path.cache_info().currsize
         async with http.get(http_url(gateway, "/lookup/v2/topic/persistent/public/default/short")):
             pass  # a short path is cached: the cache is in use, just not for long paths
-        assert http_app._topic_of_path.cache_info().currsize == cached_after + 1
+        assert topic_paths._topic_of_path.cache_info().currsize == cached_after + 1
     print(
         f"\n{count} HTTP lookups of 3 KB paths: parsed-path cache {cached_before} -> {cached_after}"
     )

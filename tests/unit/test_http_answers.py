@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from pulsar_lookup_gateway.http_api.app import lookup_data, redirect_location
 from pulsar_lookup_gateway.http_api.errors import failure_response
+from pulsar_lookup_gateway.http_api.lookup_answers import lookup_data, redirect_location
 from pulsar_lookup_gateway.lookup.bundles import BundleRange
 from pulsar_lookup_gateway.lookup.errors import FailureKind, InvalidTopicName, LookupFailure
 from pulsar_lookup_gateway.lookup.resolve import BrokerUrls, LookupAnswer, ResponseKind

@@ -1,0 +1,181 @@
+"""Pulsar's lookup routes: a topic's owner for the client's listener (`/lookup/v2/topic/...`),
+its bundle, and the owner's endpoints of a protocol handler.
+
+A listener is chosen per request: `?listenerName=` wins over the `X-Pulsar-ListenerName`
+header, which wins over the socket's route (the client's network or TLS server name, else the
+socket's listener); the route's guard says who must authenticate, and the role is authorized
+for the topic. A 307 goes to the target broker's web URL *for the chosen listener*
+(http_api.lookup_answers). Warm lookups are answered from the socket's memo
+(http_api.answer_memo), read and filled in `LookupRoutes.lookup` only."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import Any, NamedTuple
+
+from aiohttp import web
+
+from pulsar_lookup_gateway.brokers.link import BrokerLink
+from pulsar_lookup_gateway.http_api.answer_memo import (
+    MAX_TARGET,
+    Entry,
+    HttpAnswerMemo,
+    open_guard,
+)
+from pulsar_lookup_gateway.http_api.callers import LISTENER_HEADER, Callers, principal
+from pulsar_lookup_gateway.http_api.errors import failure_response, json_error
+from pulsar_lookup_gateway.http_api.lookup_answers import (
+    connect_response,
+    lookup_body,
+    redirect_location,
+    redirect_response,
+)
+from pulsar_lookup_gateway.http_api.protocols import ProtocolLookups
+from pulsar_lookup_gateway.http_api.topic_paths import topic_of
+from pulsar_lookup_gateway.listeners.endpoints.client_origin import ClientOrigin
+from pulsar_lookup_gateway.listeners.routing import Route
+from pulsar_lookup_gateway.lookup.errors import LookupFailure
+from pulsar_lookup_gateway.lookup.protocol_data import PROTOCOL_NAME_RULE, is_protocol_name
+from pulsar_lookup_gateway.lookup.resolve import LookupAnswer, ResponseKind
+from pulsar_lookup_gateway.lookup.selection import ListenerChoice
+from pulsar_lookup_gateway.lookup.untrusted import printable
+from pulsar_lookup_gateway.serving.service import LookupService
+
+
+class _Answered(NamedTuple):
+    """The full path's answer to a lookup: how to respond, and what it answered for."""
+
+    respond: Callable[[Any], web.Response]
+    argument: Any  # the body's bytes, or the redirect's location
+    route: Route
+    answer: LookupAnswer
+
+
+class LookupRoutes:
+    """The lookup routes of one socket."""
+
+    def __init__(
+        self,
+        service: LookupService,
+        callers: Callers,
+        broker_link: BrokerLink | None,
+        *,
+        memoise: bool,
+    ) -> None:
+        self.service = service
+        self.callers = callers
+        self.protocols = ProtocolLookups(service, broker_link)
+        # Warm lookups, not on a socket that requires authentication (every route of it does).
+        # Where the route of requests that name no listener is the socket's own, its memo is
+        # held here (when it needs no credentials): a hit then needs no routing decision.
+        self.memo: HttpAnswerMemo | None = None
+        self._socket_entries: dict[Hashable, Entry] | None = None
+        if memoise and not callers.guard.required:
+            self.memo = HttpAnswerMemo(service)
+            router = callers.router
+            if not router.located and open_guard(router.socket_route.guard):
+                self._socket_entries = self.memo.entries_for(router.socket_route.choice)
+
+    async def lookup(self, request: web.Request) -> web.Response:
+        """A warm lookup from the memo, else the full path (whose answer the memo keeps)."""
+        memo, entries, key = self.memo, None, None
+        mark = memo.mark() if memo is not None else None
+        if mark is not None and (key := _memo_key(request)) is not None:
+            entries = self._socket_entries
+            if entries is not None:
+                assert memo is not None
+                if (hit := memo.answer(entries, key)) is not None:
+                    return hit
+        unnamed, client = self.callers.unnamed(request)
+        if key is not None and entries is None and open_guard(unnamed.guard):
+            assert memo is not None
+            entries = memo.entries_for(unnamed.choice)
+            if (hit := memo.answer(entries, key)) is not None:
+                return hit
+        answered = await self._answer(request, unnamed, client)
+        if isinstance(answered, web.Response):
+            return answered  # a failure
+        respond, argument, route, answer = answered
+        # Not memoised: a redirect to a peer cluster (a host of it chosen at random), an
+        # answer for a listener that requires credentials (a role was authorized for it).
+        if entries is not None and answer.peer_cluster is None and open_guard(route.guard):
+            assert memo is not None and mark is not None and key is not None
+            connect = answer.response is ResponseKind.CONNECT
+            tally = self.service.tally_for(route.choice, "http")
+            size = len(key[0]) + len(key[1] or "") + len(argument)
+            memo.remember(mark, entries, key, size, (respond, argument, tally, connect))
+        return respond(argument)
+
+    async def _answer(
+        self, request: web.Request, unnamed: Route, client: ClientOrigin | None
+    ) -> _Answered | web.Response:
+        """The full path of a lookup: its answer, or the response to its failure."""
+        callers = self.callers
+        choice: ListenerChoice | None = None
+        try:
+            role = callers.role(request, unnamed.guard)
+            topic = topic_of(request, trailing=0)
+            route = callers.choose(request, unnamed, client, topic)
+            choice = route.choice
+            if route.guard is not unnamed.guard:  # the named listener requires authentication
+                role = callers.role(request, route.guard)
+            answer = await self.service.lookup(
+                topic, choice, protocol="http", role=role, client=client
+            )
+            if answer.peer_cluster is None:  # (another cluster's topics are not in our store)
+                # As the broker's web service: after the namespace checks and authorization,
+                # a persistent topic that neither exists nor may be created is 404.
+                await self.service.check_lookup_allowed(topic)
+            if answer.response is ResponseKind.CONNECT:
+                return _Answered(connect_response, lookup_body(answer.urls), route, answer)
+            location = redirect_location(answer, secure=request.secure)
+            return _Answered(redirect_response, location, route, answer)
+        except LookupFailure as failure:
+            # (the raw path: the topic may be what failed to parse)
+            self.service.log_refused("http", client, choice, request.rel_url.raw_path, failure)
+            return failure_response(failure)
+
+    async def protocol(self, request: web.Request) -> web.Response:
+        """The owner's endpoints of a protocol handler for the client's listener (chosen as for
+        a lookup; authenticated and authorized as a lookup); see http_api.protocols."""
+        callers = self.callers
+        unnamed, client = callers.unnamed(request)
+        choice: ListenerChoice | None = None
+        try:
+            role = callers.role(request, unnamed.guard)
+            topic = topic_of(request, trailing=2)
+            protocol = request.match_info["protocol"]
+            if not is_protocol_name(protocol):
+                return json_error(
+                    400, f"'{printable(protocol)}' is not a protocol name ({PROTOCOL_NAME_RULE})"
+                )
+            route = callers.choose(request, unnamed, client, topic)
+            choice = route.choice
+            if route.guard is not unnamed.guard:  # the named listener requires authentication
+                role = callers.role(request, route.guard)
+            answer = await self.protocols.answer(
+                topic, choice, protocol, role=role, principal=principal(request, role)
+            )
+        except LookupFailure as failure:
+            self.service.log_refused("http", client, choice, request.rel_url.raw_path, failure)
+            return failure_response(failure)
+        return web.json_response(answer.to_json())
+
+    async def bundle(self, request: web.Request) -> web.Response:
+        try:
+            role = self.callers.role(request)
+            bundle = await self.service.bundle(topic_of(request, trailing=1), role=role)
+        except LookupFailure as failure:
+            return failure_response(failure)
+        return web.Response(text=bundle.name)
+
+
+def _memo_key(request: web.Request) -> tuple[str, str | None, bool] | None:
+    """What a lookup's answer depends on in the request (http_api.answer_memo): its raw target
+    (path and query, from which aiohttp derives both), the listener header (as the routing
+    decision reads it) and TLS (a redirect's scheme); None for targets too long to keep."""
+    target = request.raw_path
+    header = request.headers.get(LISTENER_HEADER)
+    if len(target) > MAX_TARGET or (header is not None and len(header) > MAX_TARGET):
+        return None
+    return target, header, request.secure
