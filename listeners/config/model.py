@@ -10,48 +10,30 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    SecretStr,
-    ValidationError,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
+from pydantic import ConfigDict, ValidationError, ValidationInfo, model_validator
 from pydantic.alias_generators import to_camel, to_snake
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from pulsar_lookup_gateway.listeners.config.access_keys import AccessKeys
+from pulsar_lookup_gateway.listeners.config.address_keys import ListenerKeys, SocketKeys
 from pulsar_lookup_gateway.listeners.config.auth_keys import (
-    BROKER_CLIENT_PLUGINS,
-    CLIENT_AUTH_PACKAGE,
     SECRET_KEY_ALGORITHM,
     TLS_PROVIDER,
     TOKEN_PROVIDER,
-    ClaimName,
-    KeyUrlText,
-    Providers,
-    PublicAlgorithm,
-    SecretKeyUrl,
     parse_key_url,
 )
+from pulsar_lookup_gateway.listeners.config.broker_link_keys import BrokerLinkKeys
 from pulsar_lookup_gateway.listeners.config.conf_file import (
     RawConfig,
     closest_key,
     read_config_file,
 )
+from pulsar_lookup_gateway.listeners.config.limit_keys import LimitKeys
 from pulsar_lookup_gateway.listeners.config.listener_settings import (
     LISTENER_PREFIX,
-    CommaList,
     ListenerSettings,
-    OptionalText,
-    Port,
-    StoreType,
-    blank_is_none,
 )
 from pulsar_lookup_gateway.listeners.config.rules import (
     LEGACY_FIELDS,
@@ -66,29 +48,16 @@ from pulsar_lookup_gateway.listeners.config.salvage import (
     parsed_binds,
     parsed_listener_map,
 )
-from pulsar_lookup_gateway.listeners.endpoints.addresses import (
-    AdvertisedListener,
-    BindAddress,
-    parse_advertised_listeners,
-    parse_bind_addresses,
-)
-from pulsar_lookup_gateway.listeners.endpoints.forwarded import HEADERS as FORWARDED_HEADERS
+from pulsar_lookup_gateway.listeners.config.store_keys import StoreKeys
+from pulsar_lookup_gateway.listeners.config.tls_keys import TlsKeys
+from pulsar_lookup_gateway.listeners.config.topic_keys import ProtocolHandlerKeys, TopicKeys
+from pulsar_lookup_gateway.listeners.endpoints.addresses import AdvertisedListener
 from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec
-from pulsar_lookup_gateway.lookup.auto_creation import AutoCreationSettings, TopicType
+from pulsar_lookup_gateway.lookup.auto_creation import AutoCreationSettings
 from pulsar_lookup_gateway.lookup.networks import NetworkTable, parse_cidr
-from pulsar_lookup_gateway.lookup.protocol_listeners import (
-    GRPC,
-    KAFKA,
-    LISTENER_MAP_KEYS,
-    MQTT,
-    ProtocolListeners,
-    parse_kafka_protocol_map,
-    parse_listener_map,
-)
+from pulsar_lookup_gateway.lookup.protocol_listeners import LISTENER_MAP_KEYS, ProtocolListeners
 from pulsar_lookup_gateway.lookup.resolve import ResolvePolicy
-from pulsar_lookup_gateway.lookup.selection import ClientRoutes, RoutesError
-from pulsar_lookup_gateway.lookup.topic_list import DEFAULT_PATTERN_MAX_LENGTH
-from pulsar_lookup_gateway.metadata_store.url import MetadataUrl, parse_metadata_url
+from pulsar_lookup_gateway.lookup.selection import ClientRoutes
 from pulsar_lookup_gateway.tls.settings import TlsSettings
 
 # Names other modules import from here (the configuration's face).
@@ -140,228 +109,27 @@ class ConfigError(Exception):
         return frozenset(problem.name for problem in self.problems if problem.name)
 
 
-#: A protocol handler's `<listener>:<handler name>` pairs; None: the key is unset.
-ListenerMap = tuple[tuple[str, str], ...] | None
+class GatewayConfig(
+    ProtocolHandlerKeys,
+    BrokerLinkKeys,
+    TopicKeys,
+    AccessKeys,
+    LimitKeys,
+    ListenerKeys,
+    TlsKeys,
+    SocketKeys,
+    StoreKeys,
+):
+    """Each key validates on its own, in its group (its field validator sees its own value
+    only); the rules that tie keys together run once, on the validated values
+    (listeners.config.rules), so neither depends on the order keys are declared or validated in.
 
-
-def _listener_map(protocol: str, value: Any) -> Any:
-    """A protocol's `<listener>:<handler name>,...` (blank: unset)."""
-    if not isinstance(value, str):
-        return value
-    return parse_listener_map(protocol, value) if value.strip() else None
-
-
-class GatewayConfig(BaseModel):
-    """Each key validates on its own (its field validator sees its own value only); the rules
-    that tie keys together run once, on the validated values (listeners.config_rules), so
-    neither depends on the order keys are declared or validated in."""
+    pydantic orders the fields from the last base to the first: the groups are listed last
+    first, so the keys keep broker.conf's order, which is the order problems are reported in."""
 
     model_config = ConfigDict(
         alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True
     )
-
-    metadata_store_url: MetadataUrl
-    # A separate configuration store (policies, tenants, partitioned topics, clusters); unset:
-    # metadataStoreUrl holds everything. Pulsar's older key: configurationStoreServers.
-    configuration_metadata_store_url: Annotated[
-        MetadataUrl | None, BeforeValidator(blank_is_none)
-    ] = None
-    # The local cluster's name, for the geo-replication checks (unset: they are skipped).
-    cluster_name: OptionalText = None
-    bind_address: str = "0.0.0.0"
-    broker_service_port: Port = 6650
-    broker_service_port_tls: Port = None
-    web_service_port: Port = 8080
-    web_service_port_tls: Port = None
-
-    tls_certificate_file_path: OptionalText = None
-    tls_key_file_path: OptionalText = None
-    tls_key_password: OptionalText = None
-    tls_trust_certs_file_path: OptionalText = None
-    tls_key_store_type: StoreType = "PEM"
-    tls_key_store: OptionalText = None
-    tls_key_store_password: OptionalText = None
-    tls_require_trusted_client_cert_on_connect: bool = False
-    tls_protocols: CommaList = ()
-    tls_ciphers: CommaList = ()
-    tls_cert_refresh_check_duration_sec: int = Field(300, ge=0)
-
-    advertised_listeners: tuple[AdvertisedListener, ...] = ()
-    internal_listener_name: str | None = Field(None, validate_default=True)
-    # `listener.<name>.<key>=value`: per-listener settings, keyed by listener name.
-    listener_settings: dict[str, ListenerSettings] = Field(default_factory=dict)
-    # Load balancers whose PROXY headers and X-Forwarded-For / Forwarded headers are believed.
-    trusted_proxy_cidrs: CommaList = Field((), validate_default=True)
-    # Which of those headers are read from them, in order of preference (the first one a
-    # request carries; the others are ignored). Name only the header the proxies write: one
-    # they pass through untouched is the client's own. Blank: none (PROXY headers only).
-    trusted_forwarded_headers: CommaList = FORWARDED_HEADERS
-    bind_addresses: tuple[BindAddress, ...] = Field((), validate_default=True)
-
-    max_concurrent_lookup_request: int = Field(50_000, ge=1)
-
-    # Connections (binary protocol). The frame cap is maxMessageSize + 10 KiB, as in Pulsar.
-    max_message_size: int = Field(5 * 1024 * 1024, ge=1024)
-    # Bounds on what strangers can hold open. Pulsar's brokerMaxConnections defaults to
-    # unlimited; a gateway faces the open network, so it gets a finite default.
-    broker_max_connections: int = Field(10_000, ge=0)  # 0: unlimited
-    max_connections_per_ip: int = Field(0, ge=0)  # Pulsar's key; 0: no per-address cap
-    max_http_server_connections: int = Field(2048, ge=0)  # Pulsar's key, per HTTP socket
-    keep_alive_interval_seconds: int = Field(30, ge=0)  # 0: never ping
-    connection_handshake_timeout_seconds: float = Field(10.0, gt=0)
-
-    # The ownership watch (GET /lookup/v2/watch): what its clients may hold. 0: no limit.
-    watch_max_topics_per_stream: int = Field(10_000, ge=1)
-    watch_max_streams_per_address: int = Field(64, ge=0)
-    watch_max_streams_per_role: int = Field(1_024, ge=0)
-    watch_max_frame_bytes: int = Field(1024 * 1024, ge=1024)
-    # A stream whose client reads nothing of what it is sent for this long is closed.
-    watch_stalled_reader_timeout_seconds: float = Field(30.0, gt=0)
-
-    # Graceful stop: how long in-flight lookups may take once a stop is asked for.
-    shutdown_timeout_seconds: float = Field(5.0, gt=0)
-
-    # Authentication and authorization (Pulsar's keys).
-    authentication_enabled: bool = False
-    authentication_providers: Providers = Field((), validate_default=True)
-    token_secret_key: SecretKeyUrl = None  # HS256: data:;base64,... or file:///path
-    token_public_key: KeyUrlText = None  # of tokenPublicAlg
-    token_public_alg: PublicAlgorithm = "RS256"
-    token_auth_claim: ClaimName = "sub"
-    token_audience_claim: ClaimName = "aud"
-    token_audience: OptionalText = None
-    super_user_roles: CommaList = ()
-    # /metrics on a socket requiring authentication: superUserRoles only (false: anyone).
-    authenticate_metrics_endpoint: bool = True
-    # The role requests forwarded to a broker are made for when their client proved none.
-    anonymous_user_role: OptionalText = None
-    authorization_enabled: bool = Field(False, validate_default=True)
-
-    # Topic auto-creation (Pulsar's broker keys): what PARTITIONED_METADATA answers for a topic
-    # that does not exist; a namespace policy's autoTopicCreationOverride wins over them.
-    allow_auto_topic_creation: bool = True
-    allow_auto_topic_creation_type: TopicType = TopicType.NON_PARTITIONED
-    default_num_partitions: int = Field(1, ge=1)
-    # Topic listing: patterns longer than this are answered unfiltered (the client filters).
-    subscription_pattern_max_length: int = Field(DEFAULT_PATTERN_MAX_LENGTH, ge=0)
-    enable_broker_side_subscription_pattern_evaluation: bool = True
-    # The broker link, for what only a broker can answer (Pulsar's proxy keys).
-    broker_client_authentication_plugin: OptionalText = None
-    broker_client_authentication_parameters: Annotated[
-        SecretStr | None, BeforeValidator(blank_is_none)
-    ] = Field(None, validate_default=True)
-    broker_client_trust_certs_file_path: OptionalText = None
-    tls_enabled_with_broker: bool = False
-    tls_hostname_verification_enabled: bool = False
-    forward_authorization_credentials: bool = False
-    # Protocol handlers' endpoints per listener (lookup.protocol_listeners): each protocol's
-    # `<listener>:<handler name>,...` (None: unset, the unambiguous guess), and KoP's own
-    # kafkaProtocolMap for the security protocol of its named listeners.
-    kafka_listener_map: Annotated[ListenerMap, BeforeValidator(partial(_listener_map, KAFKA))] = (
-        None
-    )
-    mqtt_listener_map: Annotated[ListenerMap, BeforeValidator(partial(_listener_map, MQTT))] = None
-    grpc_listener_map: Annotated[ListenerMap, BeforeValidator(partial(_listener_map, GRPC))] = None
-    kafka_protocol_map: tuple[tuple[str, str], ...] = ()
-
-    @model_validator(mode="before")
-    @classmethod
-    def _legacy_zookeeper_servers(cls, data: Any) -> Any:
-        if (
-            isinstance(data, dict)
-            and not data.get("metadataStoreUrl")
-            and data.get("zookeeperServers")
-        ):
-            data = {**data, "metadataStoreUrl": "zk:" + data["zookeeperServers"]}
-        return data
-
-    @model_validator(mode="before")
-    @classmethod
-    def _legacy_configuration_store(cls, data: Any) -> Any:
-        if (
-            isinstance(data, dict)
-            and not data.get("configurationMetadataStoreUrl")
-            and data.get("configurationStoreServers")
-        ):
-            servers = data["configurationStoreServers"]
-            data = {**data, "configurationMetadataStoreUrl": "zk:" + servers}
-        return data
-
-    @field_validator("metadata_store_url", "configuration_metadata_store_url", mode="before")
-    @classmethod
-    def _metadata_url(cls, value: Any) -> Any:
-        if isinstance(value, str) and value.strip():
-            return parse_metadata_url(value)
-        return value
-
-    @field_validator("advertised_listeners", mode="before")
-    @classmethod
-    def _advertised(cls, value: Any) -> Any:
-        return parse_advertised_listeners(value) if isinstance(value, str) else value
-
-    @field_validator("kafka_protocol_map", mode="before")
-    @classmethod
-    def _kafka_protocol_map(cls, value: Any) -> Any:
-        return parse_kafka_protocol_map(value) if isinstance(value, str) else value
-
-    @field_validator("internal_listener_name", mode="before")
-    @classmethod
-    def _internal(cls, value: Any) -> Any:
-        return blank_is_none(value)
-
-    @field_validator("bind_addresses", mode="before")
-    @classmethod
-    def _binds(cls, value: Any) -> Any:
-        return parse_bind_addresses(value) if isinstance(value, str) else value
-
-    @field_validator("listener_settings")
-    @classmethod
-    def _routes(cls, value: dict[str, ListenerSettings]) -> dict[str, ListenerSettings]:
-        try:
-            client_routes(value)
-        except RoutesError as exc:
-            keys = {"sni": "sniHostnames", "network": "clientCidrs"}
-            raise ValueError(
-                "\n".join(
-                    f"{LISTENER_PREFIX}{name}.{keys[kind]}: {message}"
-                    for name, kind, message in exc.problems
-                )
-            ) from None
-        return value
-
-    @field_validator("trusted_proxy_cidrs")
-    @classmethod
-    def _trusted_proxies(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        problems = []
-        for entry in value:
-            try:
-                parse_cidr(entry)
-            except ValueError as exc:
-                problems.append(str(exc))
-        if problems:
-            raise ValueError("\n".join(problems))
-        return value
-
-    @field_validator("trusted_forwarded_headers")
-    @classmethod
-    def _forwarded_headers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        """Each entry a header the gateway reads (case ignored, written as in HEADERS), once."""
-        known = {name.lower(): name for name in FORWARDED_HEADERS}
-        names: list[str] = []
-        problems = []
-        for entry in value:
-            name = known.get(entry.lower())
-            if name is None:
-                problems.append(
-                    f"'{entry}' is not a header the gateway reads ({', '.join(FORWARDED_HEADERS)})"
-                )
-            elif name in names:
-                problems.append(f"'{entry}' is listed twice")
-            else:
-                names.append(name)
-        if problems:
-            raise ValueError("\n".join(problems))
-        return tuple(names)
 
     @model_validator(mode="after")
     def _keys_together(self, info: ValidationInfo) -> GatewayConfig:
@@ -450,19 +218,6 @@ class GatewayConfig(BaseModel):
             topic_type=self.allow_auto_topic_creation_type,
             default_partitions=self.default_num_partitions,
         )
-
-    @field_validator("broker_client_authentication_plugin")
-    @classmethod
-    def _broker_client_plugin(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        plugin = BROKER_CLIENT_PLUGINS.get(value.strip())
-        if plugin is None:
-            raise ValueError(
-                f"'{value}' is not a plugin the gateway supports: {CLIENT_AUTH_PACKAGE}"
-                "AuthenticationToken (or token), or AuthenticationDisabled"
-            )
-        return plugin
 
 
 _DEFAULT_LISTENER_SETTINGS = ListenerSettings()
