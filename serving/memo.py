@@ -95,6 +95,7 @@ class AnswerMemo:
         self._view: ObservedView | None = None
         self._brokers: object = None
         self._brokers_unchecked = False
+        self._hearers: list[Callable[[str, list[Key]], None]] = []
 
     @property
     def bytes_held(self) -> int:
@@ -173,9 +174,21 @@ class AnswerMemo:
         except Exception:  # (a partial view that lacks a registration: cannot tell)
             return None
 
+    def hear_writes(self, hearer: Callable[[str, list[Key]], None]) -> None:
+        """Tell `hearer` each write followed, with its keys, once the memo forgot by them
+        (the ownership watch looks the topics filed under them up again)."""
+        self._hearers.append(hearer)
+
+    def stop_hearing(self, hearer: Callable[[str, list[Key]], None]) -> None:
+        if hearer in self._hearers:
+            self._hearers.remove(hearer)
+
     def _changed(self, path: str) -> None:
-        for key in keys_of_path(path):
+        keys = keys_of_path(path)
+        for key in keys:
             self.forget(key)
+        for hearer in self._hearers:
+            hearer(path, keys)
 
     # -- forgetting --------------------------------------------------------------------
 
