@@ -79,10 +79,11 @@ class AnswerMemo:
 
     def __init__(
         self,
-        max_bytes: int = MAX_BYTES,
+        max_bytes: int | None = None,
         registry_print: Callable[[Any], object] = broker_fingerprint,
     ) -> None:
-        self._max_bytes = max_bytes
+        """`max_bytes`: the budget (None: MAX_BYTES)."""
+        self._max_bytes = MAX_BYTES if max_bytes is None else max_bytes
         self._print = registry_print
         self._tables: dict[Hashable, dict[Any, Any]] = {}
         self._cold: dict[Hashable, BundleAnswers] = {}

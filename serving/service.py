@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pulsar_lookup_gateway.lookup.authorization import LookupAuthorizer
 from pulsar_lookup_gateway.lookup.auto_creation import (
@@ -55,8 +55,8 @@ from pulsar_lookup_gateway.lookup.topics import (
 from pulsar_lookup_gateway.lookup.untrusted import printable
 from pulsar_lookup_gateway.lookup.view import ClusterView
 from pulsar_lookup_gateway.serving.admission import Admission
-from pulsar_lookup_gateway.serving.answer_cache import AnswerCache
 from pulsar_lookup_gateway.serving.log_throttle import FirstSeen, LogThrottle
+from pulsar_lookup_gateway.serving.memo import NAMESPACE_WIDE, AnswerMemo, place_of
 from pulsar_lookup_gateway.serving.metrics import LookupMetrics, LookupTally
 
 log = logging.getLogger(__name__)
@@ -87,8 +87,11 @@ class LookupService:
         declared_listeners: Collection[str] | None = None,
         authorizer: LookupAuthorizer | None = None,
         routes: ClientRoutes = NO_ROUTES,
+        memo: AnswerMemo | None = None,
     ) -> None:
-        """`routes`: the listeners that TLS server names and client networks choose."""
+        """`routes`: the listeners that TLS server names and client networks choose; `memo`:
+        the process's answer memo (None: one of the service's own), which this service's
+        answers and the front ends' (binary, HTTP) are kept in."""
         self.source = source
         self.routes = routes
         self.authorizer = authorizer  # None: authorization is off
@@ -105,7 +108,12 @@ class LookupService:
         self.declared_listeners = (
             frozenset(declared_listeners) if declared_listeners is not None else None
         )
-        self._cache: AnswerCache[LookupAnswer] = AnswerCache()
+        self.memo = memo if memo is not None else AnswerMemo()
+        # (topic, choice) -> answer, and (role, topic) -> True where authorized
+        self._answers: dict[tuple[str, ListenerChoice], LookupAnswer] = self.memo.table(
+            ("service", "answers")
+        )
+        self._allowed: dict[tuple[str, str], bool] = self.memo.table(("service", "allowed"))
         self._unreadable_data = FirstSeen(MAX_PROTOCOL_DATA_LOGGED)  # protocol data logged
         # by (protocol, failure): both from fixed sets, so at most a few dozen
         self._refusal_logs: dict[tuple[str, str], LogThrottle] = {}
@@ -159,12 +167,14 @@ class LookupService:
             if role is not None and self.authorizer is not None:
                 await self.authorize(topic, role)
             key = (topic if isinstance(topic, str) else topic.full, choice)
-            answer = self._cache.answers(self.source.view).get(key)
+            self.memo.follow(self.source.view)
+            answer = self._answers.get(key)
             if answer is None:
                 name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
                 policy = self.policy
                 answer = await self._read(lambda view: resolve(name, choice, view, policy))
-                self._cache.add_answer(self.source.view, key, answer)
+                place = (answer.topic.namespace_name, answer.bundle.lower)
+                self._keep(self._answers, key, answer, place)
         except LookupFailure as exc:
             self.refuse(protocol, client, choice, topic, exc)
             raise
@@ -222,9 +232,25 @@ class LookupService:
                 detail = f"{detail}; {failure.detail}"
             throttle.event(*_lookup_line(protocol, client, choice, topic, outcome, detail))
 
+    def _keep(
+        self, table: dict[Any, Any], key: Any, value: Any, place: tuple[NamespaceName, int]
+    ) -> None:
+        """Keep what `_read` just read from the current view (no await since: its last read is
+        synchronous) in the memo, filed under `place` (its namespace, and its bundle's lower
+        bound or NAMESPACE_WIDE); the client chose the bytes of the key's strings."""
+        size = sum(len(part) for part in key if isinstance(part, str))
+        self.memo.follow(self.source.view)
+        self.memo.remember(None, table, key, value, place_of(str(place[0]), place[1]), size)
+
+    @property
+    def answers_kept(self) -> int:
+        """How many of the service's own answers the memo holds."""
+        return len(self._answers)
+
     @property
     def cached_bytes(self) -> int:
-        return self._cache.cached_bytes
+        """What the process's answer memo holds (every front end's answers with the service's)."""
+        return self.memo.bytes_held
 
     def _label(self, listener: str | None) -> str:
         if listener is None:
@@ -240,11 +266,13 @@ class LookupService:
         if authorizer is None:
             return
         full = topic if isinstance(topic, str) else topic.full
-        if (role, full) in self._cache.allowed(self.source.view):
+        self.memo.follow(self.source.view)
+        if (role, full) in self._allowed:
             return
         name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
         await self._read(lambda view: authorizer.check(role, name, view))
-        self._cache.add_allowed(self.source.view, role, full)  # the view the check just read
+        # (the view the check just read: its policies and its tenant's)
+        self._keep(self._allowed, (role, full), True, (name.namespace_name, NAMESPACE_WIDE))
 
     async def partitions(self, topic: str | TopicName, *, role: str | None = None) -> int:
         # A partition's own name has no partitioned-topic node, so it answers 0, as in Pulsar.

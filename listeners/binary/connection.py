@@ -30,6 +30,7 @@ from pulsar_lookup_gateway.listeners.protocol.codec import (
     RemoteProtocolError,
     UnknownCommand,
 )
+from pulsar_lookup_gateway.listeners.protocol.lookup_frames import is_canonical
 from pulsar_lookup_gateway.listeners.routing import Route
 from pulsar_lookup_gateway.serving.log_throttle import LogThrottle
 
@@ -161,8 +162,9 @@ class Connection(asyncio.Protocol):
         of them. So every OUT_FLUSH bytes they are sent, which weighs them against the
         reply budget (a client that does not read is closed there, ending the loop)."""
         decoder, session, dispatch = self._decoder, self.session, self._dispatch
-        decode, memoised = codec.decode_command, self._handlers.lookups.answer_frame
+        decode, memoised = codec.decode_command, self._handlers.lookups.answer_body
         assert session is not None
+        bundles = session.bundles
         weighed = 0  # frames of `out` counted in `weight`
         weight = 0
         while self.state is CONNECTED:
@@ -172,8 +174,15 @@ class Connection(asyncio.Protocol):
             for body in bodies:
                 if self.state is not CONNECTED:
                     return
-                if memo is None or not memoised(body, memo, session, dispatch, out):
-                    dispatch(decode(body), out)
+                key = None
+                if memo is not None:
+                    answered, key = memoised(body, memo, bundles, out)
+                    if answered:
+                        continue
+                command = decode(body)
+                if key is not None and not is_canonical(command, body):
+                    key = None  # (its answer is not kept under a key that reads it otherwise)
+                dispatch(command, out, key)
                 made = len(out)
                 while weighed < made:
                     weight += len(out[weighed])
@@ -235,7 +244,8 @@ class Connection(asyncio.Protocol):
 
     # -- commands ------------------------------------------------------------------------
 
-    def _dispatch(self, command: Command, out: list[bytes]) -> None:
+    def _dispatch(self, command: Command, out: list[bytes], memo_key: bytes | None = None) -> None:
+        """`memo_key`: a LOOKUP's key in the memo, when its answer may be kept there."""
         if self.state is not CONNECTED:
             self._before_connected(command, out)
             return
@@ -254,7 +264,7 @@ class Connection(asyncio.Protocol):
                 )
                 self._move(CLOSING)
             elif kind == BaseCommand.LOOKUP:
-                handlers.lookups.lookup(session, command.lookupTopic, self.runner, out)
+                handlers.lookups.lookup(session, command.lookupTopic, self.runner, out, memo_key)
             elif kind == BaseCommand.PARTITIONED_METADATA:
                 handlers.partitions.handle(session, command.partitionMetadata, self.runner, out)
             elif kind == BaseCommand.GET_TOPICS_OF_NAMESPACE:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from pulsar_lookup_gateway.listeners.auth import (
     AuthenticationFailed,
@@ -12,18 +13,18 @@ from pulsar_lookup_gateway.listeners.auth import (
     verified_peer_certificate,
 )
 from pulsar_lookup_gateway.listeners.binary.replies import AUTHENTICATION_ERROR, NOT_ALLOWED
-from pulsar_lookup_gateway.listeners.binary.session import Session
+from pulsar_lookup_gateway.listeners.binary.session import Memo, Session
 from pulsar_lookup_gateway.listeners.binary.settings import (
     PROTOCOL_VERSION,
     SERVER_VERSION,
     BinarySettings,
 )
 from pulsar_lookup_gateway.listeners.binary.state import ConnectionState
-from pulsar_lookup_gateway.listeners.bundle_memo import BundleMemo
-from pulsar_lookup_gateway.listeners.lookup_memo import LookupMemo
 from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand, FeatureFlags
+from pulsar_lookup_gateway.lookup.selection import ListenerChoice
 from pulsar_lookup_gateway.serving.log_throttle import LogThrottle
+from pulsar_lookup_gateway.serving.memo import BundleAnswers
 
 log = logging.getLogger(__package__)
 
@@ -52,11 +53,14 @@ class Handshake:
     """Answers the CONNECT of every connection of one socket."""
 
     def __init__(
-        self, settings: BinarySettings, memo: LookupMemo, bundles: BundleMemo, url: str
+        self,
+        settings: BinarySettings,
+        tables: Callable[[ListenerChoice], tuple[Memo, BundleAnswers]],
+        url: str,
     ) -> None:
+        """`tables`: the memo tables of a listener choice (Lookups.tables)."""
         self._settings = settings
-        self._memo = memo
-        self._bundles = bundles
+        self._tables = tables
         self._url = url
         # A client can open thousands of connections with bad credentials: a few lines per
         # 10 s, the rest counted (and in pulsar_authentication_failures_total).
@@ -101,8 +105,7 @@ class Handshake:
         size = self._settings.announced_message_size
         out.append(codec.connected(SERVER_VERSION, version, size, _FEATURES))
         if session.identity is None and session.role is None and self._settings.memoise_lookups:
-            session.memo = self._memo.entries_for(session.choice)
-            session.bundles = self._bundles.answers_for(session.choice)
+            session.memo, session.bundles = self._tables(session.choice)
         return ConnectionState.CONNECTED
 
     def _authenticate(

@@ -1,9 +1,12 @@
-"""LOOKUP: the full path through the lookup service, and the memo of warm answers.
+"""LOOKUP: the full path through the lookup service, and the answers kept in the process's
+answer memo (serving.memo, the service's).
 
-A LOOKUP the socket has answered before with the same bytes (but for its request id) is
-answered from the memo (listeners.lookup_memo) while the service's admission has room (where
-it has none, the full path refuses it), and counted in the service's tallies; anything else
-goes through LookupService.lookup()."""
+A LOOKUP the socket has answered before with the same bytes (but for its request id), or one
+of a bundle it has answered before (by bundle), is answered from the memo's tables of the
+socket's listener choice (read at the byte level by listeners.protocol.lookup_frames) while the
+service's admission has room (where it has none, the full path refuses it), and counted in the
+service's tallies; anything else goes through LookupService.lookup(), whose answer is kept under
+the request's key (a value handed from the frame reader to `lookup`)."""
 
 from __future__ import annotations
 
@@ -14,26 +17,27 @@ from time import perf_counter
 from typing import Any
 
 from pulsar_lookup_gateway.listeners.auth import not_authenticated
-from pulsar_lookup_gateway.listeners.binary.answer_frames import AnswerFrames
 from pulsar_lookup_gateway.listeners.binary.replies import SERVICE_NOT_READY, lookup_failed
 from pulsar_lookup_gateway.listeners.binary.requests import RequestRunner
 from pulsar_lookup_gateway.listeners.binary.session import Memo, Session
-from pulsar_lookup_gateway.listeners.bundle_memo import BundleAnswers, BundleMemo, topic_and_tail
-from pulsar_lookup_gateway.listeners.lookup_memo import LookupMemo, answer_run, split_lookup
 from pulsar_lookup_gateway.listeners.protocol import codec
-from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand, Command, LookupType
+from pulsar_lookup_gateway.listeners.protocol.codec import LookupType
+from pulsar_lookup_gateway.listeners.protocol.lookup_frames import (
+    AnswerFrames,
+    answer_run,
+    split_lookup,
+    topic_and_tail,
+)
 from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import CommandLookupTopic
 from pulsar_lookup_gateway.listeners.routing import Route, Router
 from pulsar_lookup_gateway.lookup.errors import LookupFailure, NodeNotLoaded
-from pulsar_lookup_gateway.lookup.resolve import LookupAnswer, ResponseKind, broker_fingerprint
+from pulsar_lookup_gateway.lookup.resolve import LookupAnswer, ResponseKind
+from pulsar_lookup_gateway.lookup.selection import ListenerChoice
+from pulsar_lookup_gateway.serving.memo import BundleAnswers, place_of
 from pulsar_lookup_gateway.serving.metrics import LookupTally
 from pulsar_lookup_gateway.serving.service import LookupService
-from pulsar_lookup_gateway.serving.view_writes import WriteFollower
 
 log = logging.getLogger(__package__)
-
-#: Handles a decoded command (the connection's dispatch).
-Dispatch = Callable[[Command, list[bytes]], None]
 
 
 def _missing_proof(route: Route, session: Session) -> str | None:
@@ -55,20 +59,32 @@ class Lookups:
         self._admission = service.admission
         self._router = router
         self._frames = AnswerFrames()
-        self.memo = LookupMemo()  # warm LOOKUPs of unauthenticated connections, by their bytes
-        # cold LOOKUPs of the same connections, by their bundle
-        self.bundle_memo = BundleMemo()
-        # both dropped by what each write of the view may change
-        self._writes = WriteFollower(broker_fingerprint, (self.memo, self.bundle_memo))
+        # The process's answer memo (the service's): this socket's tables in it, per choice.
+        self.memo = service.memo
+        self._choices: set[ListenerChoice] = set()
+
+    def tables(self, choice: ListenerChoice) -> tuple[Memo, BundleAnswers]:
+        """The memo tables of this socket's unauthenticated connections of `choice`: warm
+        LOOKUPs by their bytes, and cold ones by their bundle."""
+        self._choices.add(choice)
+        name = (self, choice)
+        return self.memo.table(name), self.memo.cold_table(name)
 
     def close(self) -> None:
-        """Stop following the view's writes (the socket is closed)."""
-        self._writes.close()
+        """Give back what this socket's tables hold (the socket is closed)."""
+        for choice in self._choices:
+            self.memo.release((self, choice))
+        self._choices.clear()
 
     # -- the full path ------------------------------------------------------------------
 
     def lookup(
-        self, session: Session, body: CommandLookupTopic, runner: RequestRunner, out: list[bytes]
+        self,
+        session: Session,
+        body: CommandLookupTopic,
+        runner: RequestRunner,
+        out: list[bytes],
+        memo_key: bytes | None = None,
     ) -> None:
         route = session.route
         # "" when absent (the C++ and Go clients always send the field): the common case.
@@ -92,10 +108,12 @@ class Lookups:
                 )
                 out.append(lookup_failed(body.request_id, unauthenticated))
                 return
-        runner.run(self._frame(session, body, route), body.request_id, lookup_failed, out)
+        runner.run(self._frame(session, body, route, memo_key), body.request_id, lookup_failed, out)
 
-    async def _frame(self, session: Session, body: CommandLookupTopic, route: Route) -> bytes:
-        """The LOOKUP_RESPONSE: the service's answer (memoised when the request may be), or
+    async def _frame(
+        self, session: Session, body: CommandLookupTopic, route: Route, memo_key: bytes | None
+    ) -> bytes:
+        """The LOOKUP_RESPONSE: the service's answer (kept under `memo_key` if given), or
         ServiceNotReady where the owner advertises no binary URL for the listener."""
         answer = await self._service.lookup(
             body.topic, route.choice, "binary", role=session.role, client=session.origin
@@ -111,21 +129,21 @@ class Lookups:
                     f"{answer.listener.name} listener"
                 ),
             )
-        # (set only while the request is dispatched: an answer that comes later is not kept)
-        if session.memo_key is not None and session.memo is not None:
-            self._remember(session, session.memo, session.memo_key, answer)
+        if memo_key is not None and session.memo is not None:
+            self._remember(session, session.memo, memo_key, answer)
         return self._frames.frame(body.request_id, answer)
 
     def _remember(self, session: Session, memo: Memo, key: bytes, answer: LookupAnswer) -> None:
-        """Memoise the answer the full path just gave (synchronously, from the current view)
-        to the request whose key is `key`, with the tally it counts in; and keep it for the
-        topic's bundle where every topic of that bundle gets the same answer."""
-        # (the view is the one this socket read's usable_memo checked: writes come between reads)
+        """Keep the answer the full path just gave to the request whose key is `key`, with the
+        tally it counts in; and keep it for the topic's bundle where every topic of that bundle
+        gets the same answer. The answer was read from the current view (the service's last
+        read of it was synchronous, and nothing awaited since), so it is kept as of now."""
         tally = self._service.tally_for(answer.listener, "binary")
         connect = answer.response is ResponseKind.CONNECT
-        bundle = (str(answer.topic.namespace_name), answer.bundle.lower)
-        value = (self._frames.template(answer), (tally, connect), bundle)
-        self.memo.remember(memo, key, value, bundle)
+        place = place_of(str(answer.topic.namespace_name), answer.bundle.lower)
+        value = (self._frames.template(answer), (tally, connect), place)
+        self.memo.follow(self._service.source.view)  # (settles what lookups read of brokers)
+        self.memo.remember(None, memo, key, value, place, len(key))
         if session.bundles is not None:
             self._remember_bundle(session.bundles, key, answer, value)
 
@@ -133,8 +151,8 @@ class Lookups:
         self, bundles: BundleAnswers, key: bytes, answer: LookupAnswer, value: object
     ) -> None:
         """Keep `value` for the answer's bundle if the request named its topic in full form
-        (then the bundle memo's mapping of the bytes to the bundle is the full path's) and
-        the namespace is not deleted (there, system topics alone are answered)."""
+        (then the cold table's mapping of the bytes to the bundle is the full path's) and the
+        namespace is not deleted (there, system topics alone are answered)."""
         split = topic_and_tail(key)
         topic = answer.topic
         if split is None or split[0] != topic.full.encode() or not split[0].isascii():
@@ -152,14 +170,14 @@ class Lookups:
     # -- the memo of warm answers --------------------------------------------------------
 
     def usable_memo(self, session: Session) -> Memo | None:
-        """The session's memo, when its answers are what the full path would give for this
-        batch of frames: what the view's writes since the last batch may have changed is
+        """The session's memo table, when its answers are what the full path would give for
+        this batch of frames: what the view's writes since the last batch may have changed is
         dropped (the view changes only between batches, by ZooKeeper's callbacks), and answered
         lookups are not logged one by one."""
         memo = session.memo
         if memo is None:
             return None
-        self._writes.check(self._service.source.view)
+        self.memo.follow(self._service.source.view)
         return None if self._service.logs_each_answer else memo
 
     def answer_read(
@@ -193,50 +211,41 @@ class Lookups:
     def _promoting(
         self, memo: Memo, bundles: BundleAnswers
     ) -> Callable[[bytes, bytes, bytes], Any]:
-        """The bundle memo's answer to a LOOKUP the memo lacks, memoised by the request's own
-        key too while the memo has room (the next time it is one dict read; the copy is filed
-        under the same bundle, so a write drops it with the bundle's entry; a storm of distinct
-        topics fills the memo once and does not make it start over)."""
+        """The cold answer to a LOOKUP the warm table lacks, kept by the request's own key too
+        while the memo has room (the next time it is one dict read; the copy is filed under the
+        same bundle, so a write drops it with the bundle's entry; a storm of distinct topics
+        fills the memo once and pushes nothing out)."""
         entry_of, remember = bundles.entry, self.memo.remember_if_room
 
         def answer(key: bytes, topic: bytes, tail: bytes) -> Any:
             entry = entry_of(topic, tail)
             if entry is not None:
-                remember(memo, key, entry, entry[2])
+                remember(memo, key, entry, entry[2], len(key))
             return entry
 
         return answer
 
-    def answer_frame(
-        self, body: bytes, memo: Memo, session: Session, dispatch: Dispatch, out: list[bytes]
-    ) -> bool:
-        """Answer one frame's command body if it is a LOOKUP in the memo's shape: from the
-        memo, or in full (then memoised); False for anything else."""
+    def answer_body(
+        self, body: bytes, memo: Memo, bundles: BundleAnswers | None, out: list[bytes]
+    ) -> tuple[bool, bytes | None]:
+        """Answer one frame's command body from the memo if it is a LOOKUP in the memo's shape
+        and kept there: (True, None). Otherwise (False, its key, for `lookup` to keep the full
+        path's answer under) for a LOOKUP in that shape, (False, None) for anything else."""
         split = split_lookup(body)
         if split is None:
-            return False
-        entry = memo.get(split[0])
-        if entry is None and session.bundles is not None:
-            cold = topic_and_tail(split[0])
+            return False, None
+        key = split[0]
+        entry = memo.get(key)
+        if entry is None and bundles is not None:
+            cold = topic_and_tail(key)
             if cold is not None:
-                entry = self._promoting(memo, session.bundles)(split[0], *cold)
-        if entry is None or not self._admission.has_room():
-            command = codec.decode_command(body)
-            # The full path memoises its answer to a request in protobuf's own shape only (a
-            # repeated request id, say, would be read differently by the key).
-            if (
-                entry is None
-                and isinstance(command, BaseCommand)
-                and command.SerializeToString() == body
-            ):
-                session.memo_key = split[0]
-            try:
-                dispatch(command, out)
-            finally:
-                session.memo_key = None
-            return True
+                entry = self._promoting(memo, bundles)(key, *cold)
+        if entry is None:
+            return False, key
+        if not self._admission.has_room():
+            return False, None  # (the full path refuses it)
         started = perf_counter()
         out.append(entry[0].frame(split[1]))
         tally, connect = entry[1]
         tally.answered(perf_counter() - started, connect)
-        return True
+        return True, None

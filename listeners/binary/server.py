@@ -81,7 +81,7 @@ class BinaryServer(BoundSocket):
         self.router = Router(service, guard)
         lookups = Lookups(service, self.router)
         self.handlers = Handlers(
-            handshake=Handshake(settings, lookups.memo, lookups.bundle_memo, self.url),
+            handshake=Handshake(settings, lookups.tables, self.url),
             lookups=lookups,
             partitions=PartitionedMetadata(service, forwarding),
             topics=TopicsOfNamespace(service, forwarding),

@@ -5,16 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pulsar_lookup_gateway.listeners.auth import ANONYMOUS, Identity, Principal
-from pulsar_lookup_gateway.listeners.bundle_memo import BundleAnswers
 from pulsar_lookup_gateway.listeners.endpoints.client_origin import ClientOrigin
-from pulsar_lookup_gateway.listeners.lookup_memo import AnswerTemplate
+from pulsar_lookup_gateway.listeners.protocol.lookup_frames import AnswerTemplate
 from pulsar_lookup_gateway.listeners.routing import Route
 from pulsar_lookup_gateway.lookup.selection import ListenerChoice
+from pulsar_lookup_gateway.serving.memo import BundleAnswers, Place
 from pulsar_lookup_gateway.serving.metrics import LookupTally
 
-#: Memoised LOOKUPs of one listener choice: request key -> (answer template, (tally, connect),
-#: (`tenant/namespace`, bundle's lower bound)).
-Memo = dict[bytes, tuple[AnswerTemplate, tuple[LookupTally, bool], tuple[str, int]]]
+#: Memoised LOOKUPs of one listener choice (a table of the answer memo): request key ->
+#: (answer template, (tally, connect), the place it is filed under).
+Memo = dict[bytes, tuple[AnswerTemplate, tuple[LookupTally, bool], Place]]
 
 
 @dataclass(slots=True)
@@ -25,14 +25,11 @@ class Session:
     identity: Identity | None = None  # who authenticated (None: not required)
     role: str | None = None
     principal: Principal = ANONYMOUS  # who requests forwarded to a broker are made for
-    # The lookup memo of this connection's listener choice (None: every request takes the
+    # The memo table of this connection's listener choice (None: every request takes the
     # full path: before CONNECTED, and where a role is checked per lookup).
     memo: Memo | None = None
     # Cold LOOKUPs of the same choice answered by their bundle (None exactly when memo is).
     bundles: BundleAnswers | None = None
-    # The key of the LOOKUP being answered right now, when its answer may be memoised (set
-    # only while a request is dispatched: an answer that comes later is not memoised).
-    memo_key: bytes | None = None
     forwarded: int = 0  # requests of this connection waiting on a broker
 
     @property

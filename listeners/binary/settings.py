@@ -39,7 +39,7 @@ class BinarySettings:
     handshake_timeout: float = 10.0
     max_message_size: int | None = None
     reuse_port: bool = False  # SO_REUSEPORT: worker processes share the port (`--workers`)
-    # Answer a repeated LOOKUP from its bytes (listeners.lookup_memo); off: always in full
+    # Answer a repeated LOOKUP from its bytes (the answer memo); off: always in full
     # (the reference the memo is tested and measured against).
     memoise_lookups: bool = True
     # Clients come through balancers that write a PROXY header first; believed only from these.

@@ -637,7 +637,7 @@ async def test_memoised_lookups_obey_the_cap_too(gated: GatedSource) -> None:
         client(server) as two,
     ):
         assert lookup_body(await one.lookup(TOPIC_B1, 1)).response == LookupType.Connect
-        assert server.handlers.lookups.memo.entries_for(server.socket_choice)  # memoised
+        assert server.handlers.lookups.tables(server.socket_choice)[0]  # memoised
         one.send(codec.lookup(TOPIC_B2, 2))
         two.send(codec.lookup(TOPIC_B2, 3))
         await gated.until_waiting(2)

@@ -87,7 +87,7 @@ def requests(rng: random.Random, count: int) -> list[bytes]:
 Change = tuple[str, str, str, Any]
 #: The changes that leave most answers memoised by their bytes (one bundle, or nothing a lookup
 #: reads of the brokers).
-KEEPING = ("another owner", "unloading", "load report")
+KEEPING = ("another owner", "unloading", "load report", "ledger roll", "partitioned topic")
 
 
 def changes() -> list[Change]:
@@ -103,6 +103,29 @@ def changes() -> list[Change]:
         ("released", "delete", f"/namespace/{a}/{NAMES[2]}", None),
         ("taken", "create", f"/namespace/{a}/{NAMES[-1]}", ownership_node(1)),
         ("load report", "set", f"{brokers}/{broker_id(1)}", broker_node(1, usage=0.9)),
+        # (binary answers never read which topics exist)
+        ("ledger roll", "create", f"/managed-ledgers/{a}/persistent/t1", {"ledgers": [1]}),
+        (
+            "partitioned topic",
+            "create",
+            f"/admin/partitioned-topics/{b}/persistent/p",
+            {"partitions": 3},
+        ),
+        (
+            "namespace policies",
+            "set",
+            f"/admin/policies/{a}",
+            {
+                "bundles": {"boundaries": [f"0x{x:08x}" for x in BUNDLES.boundaries]},
+                "deleted": False,
+            },
+        ),
+        (
+            "tenant",
+            "set",
+            "/admin/policies/storm",
+            {"adminRoles": ["admin"], "allowedClusters": []},
+        ),
         ("broker moved", "set", f"{brokers}/{broker_id(1)}", moved),
         ("leader", "set", "/loadbalance/leader", {"brokerId": broker_id(3)}),
         ("split", "set", f"/admin/policies/{b}", {"bundles": {"boundaries": boundaries}}),
@@ -113,7 +136,7 @@ def apply(zk: KazooClient, operation: str, path: str, content: Any) -> None:
     if operation == "delete":
         zk.delete(path)
     elif operation == "create":
-        zk.create(path, json.dumps(content).encode())
+        zk.create(path, json.dumps(content).encode(), makepath=True)
     else:
         zk.set(path, json.dumps(content).encode())
 
@@ -154,7 +177,7 @@ async def test_bundle_answers_equal_full_answers_through_ownership_changes(
         servers.append(server)
     memoised, plain = [await Conversation.open(s.port) for s in servers]
     lookups = servers[0].handlers.lookups
-    exact = lookups.memo.entries_for(servers[0].socket_choice)
+    exact, cold = lookups.tables(servers[0].socket_choice)
     rng = random.Random(seed_value)
     try:
         # every node the storm reads is loaded once (ZooKeeper reads suspend a lookup, and a
@@ -164,14 +187,14 @@ async def test_bundle_answers_equal_full_answers_through_ownership_changes(
             for frame in warm:
                 await conversation.ask([frame])
         # topics never asked about, in bundles whose answer is known: no full path for them
-        # (a full-path answer is kept in the service's answer cache; a bundle answer is not,
-        # and is copied into the socket's memo of exact requests instead)
-        cached, memoised_before = service.cached_bytes, len(exact)
+        # (a full-path answer is kept in the service's table of the memo; a bundle answer is
+        # not, and is copied into the socket's table of exact requests instead)
+        cached, memoised_before = service.answers_kept, len(exact)
         fresh = [codec.lookup(f"persistent://{NAMESPACES[0]}/fresh-{i}", i) for i in range(300)]
         answers = await memoised.ask(fresh)
-        full_path = (service.cached_bytes - cached) // 200
+        full_path = service.answers_kept - cached
         assert answers == await plain.ask(fresh)
-        assert lookups.bundle_memo.bytes_held > 0
+        assert cold.prefixes()
         assert full_path < 30, "the bundle answers were not used"
         assert len(exact) - memoised_before >= 270, "bundle answers are not memoised by request"
         asked = [*warm, *fresh]

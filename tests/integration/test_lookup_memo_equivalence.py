@@ -132,7 +132,7 @@ async def scenario(snapshot: Path, first: list[Any], second: list[Any]) -> None:
         await server.start()
         servers.append(server)
     conversations = [await Conversation.open(s.port) for s in servers]
-    memo = servers[0].handlers.lookups.memo.entries_for(servers[0].socket_choice)
+    memo = servers[0].handlers.lookups.tables(servers[0].socket_choice)[0]
     first = [(OWNED_LOW, 5, None, "canonical"), *first]  # at least one answer to memoise
     try:
         for batch in (first, first, second):  # the first batch twice: the second time warm
@@ -182,7 +182,7 @@ async def counted(snapshot: Path) -> None:
 
     try:
         await conversation.ask([codec.lookup(OWNED_LOW, 1)])  # the full path, memoised
-        assert server.handlers.lookups.memo.entries_for(server.socket_choice)
+        assert server.handlers.lookups.tables(server.socket_choice)[0]
         # one read of memoised lookups only, then one with other frames among them
         await conversation.ask([codec.lookup(OWNED_LOW, 100 + i) for i in range(50)])
         mixed = [codec.lookup(OWNED_LOW, 200 + i) for i in range(30)]

@@ -31,7 +31,7 @@ from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import (
 from pulsar_lookup_gateway.lookup.topics import MAX_TOPIC_NAME_BYTES
 from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper
 from pulsar_lookup_gateway.metadata_store.synthetic import cluster, topic_in_range
-from pulsar_lookup_gateway.serving import answer_cache
+from pulsar_lookup_gateway.serving import memo as answer_memo
 from tests.broker_peer import RawClient
 from tests.reliability.child_gateway import MIB, ChildGateway
 from tests.reliability.harness import binary_port, gateway_on, http_url, scale
@@ -198,11 +198,11 @@ async def test_long_names_are_refused_and_cost_no_memory(tmp_path: Path) -> None
     assert peak < 64 * MIB  # one read of 100 names (10 MB) at a time, not all of them
 
 
-async def test_the_answer_cache_is_bounded_by_bytes(
+async def test_the_answer_memo_is_bounded_by_bytes(
     private_zookeeper: EmbeddedZooKeeper, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     budget = 2 * 1024 * 1024
-    monkeypatch.setattr(answer_cache, "MAX_CACHED_BYTES", budget)
+    monkeypatch.setattr(answer_memo, "MAX_BYTES", budget)
     count = int(scale(2000, 20000))
     longest = MAX_TOPIC_NAME_BYTES - len("persistent://public/default/") - 6
     most = 0
@@ -218,7 +218,7 @@ async def test_the_answer_cache_is_bounded_by_bytes(
             assert errors(await pipelined(client, names, start + 1)) == {"answer"}
             most = max(most, gateway.service.cached_bytes)
     names_sent = count * MAX_TOPIC_NAME_BYTES
-    print(f"\n{names_sent / 2**20:.1f} MiB of valid names: the cache held at most {most} bytes")
+    print(f"\n{names_sent / 2**20:.1f} MiB of valid names: the memo held at most {most} bytes")
     assert 0 < most <= budget
 
 

@@ -1,32 +1,37 @@
-"""Warm LOOKUPs answered from bytes: the answer frame of a LOOKUP the gateway has answered
-before, kept by the request's bytes with the request id cut out, so that asking again costs
-no protobuf decode, no lookup and no encode. Sans-IO: bytes in, bytes out.
+"""The byte-level fast path of LOOKUP: a LOOKUP's memo key and request id read straight off
+its bytes, and LOOKUP_RESPONSE frames written from a template with a hole for the request id, so
+that a warm lookup costs no protobuf decode and no encode. Sans-IO: bytes in, bytes out. The one
+place outside the codec that reads the wire format by hand (varints included).
 
-Only requests in protobuf's canonical shape are memoised (BaseCommand = type LOOKUP then the
-lookupTopic body and nothing else; the body = topic, then request_id, then the other fields in
-field order, as every client's protobuf library writes them). A memo entry is made from the
-full path's own answer to such a request, so a later request with the same bytes but for the
-request id is the same question: same topic, same flags, same listener name, each written
-once. Anything else (another field order, a repeated field, unknown fields) does not match a
-canonical key's bytes and takes the full path. Entries are filed under their topic's bundle and
-dropped by what a write of the cluster view may change (lookup.view_writes).
+The key: only requests in protobuf's canonical shape are memoised (BaseCommand = type LOOKUP
+then the lookupTopic body and nothing else; the body = topic, then request_id, then the other
+fields in field order, as every client's protobuf library writes them), keyed by their bytes
+with the request id cut out. An answer is kept from the full path's own answer to such a
+request (`is_canonical`), so a later request with the same bytes but for the request id is the
+same question: same topic, same flags, same listener name, each written once. Anything else
+(another field order, a repeated field, unknown fields) does not match a canonical key's bytes
+and takes the full path.
 
 Two readers of the same key: `split_lookup` (one serialized BaseCommand, any size) and
-`answer_run` (a run of whole frames straight off a socket read, for the common shape: command
-and topic shorter than 128 bytes), which does the frame split, the key and the answer of each
-frame in one pass, so that a warm pipelined lookup costs a handful of bytecodes.
+`answer_run` (the one call of a socket read: a run of whole frames straight off the read, for
+the common shape: command and topic shorter than 128 bytes), which does the frame split, the
+key and the answer of each frame in one pass, so that a warm pipelined lookup costs one dict
+read and a handful of bytecodes. `topic_and_tail` reads a key's topic and the fields after the
+request id (the cold answers by bundle are kept per request shape).
 """
 
 from __future__ import annotations
 
 import struct
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pulsar_lookup_gateway.listeners.protocol import codec
+from pulsar_lookup_gateway.listeners.protocol.codec import LookupType
 from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import BaseCommand
 from pulsar_lookup_gateway.listeners.protocol.wire import encode_varint, read_varint
+from pulsar_lookup_gateway.lookup.resolve import LookupAnswer, ResponseKind
 
 #: BaseCommand field 1 (type) = LOOKUP (23), then field 23 (lookupTopic), length-delimited.
 LOOKUP_HEAD = b"\x08\x17\xba\x01"
@@ -43,12 +48,8 @@ _SHORT_LOOKUP = struct.Struct(">IIIBBB")
 _LOOKUP_HEAD_INT = int.from_bytes(LOOKUP_HEAD, "big")
 _SHORT_HEAD_SIZE = _SHORT_LOOKUP.size  # sizes (8), head (4), length, tag, topic length
 _KEY_OFFSET = _SHORT_HEAD_SIZE - 2  # the key starts at the topic's tag
-
-MAX_ENTRIES = 65_536  # per listener choice; at the bound the bundles filed first go
-MAX_BYTES = 32 * 1024 * 1024  # all entries together (keys are client bytes), by ENTRY_OVERHEAD
-#: What an entry holds besides its key's bytes: the dict slot, the key object, the value and
-#: bundle tuples, its filing (tracemalloc of 60,000 entries: ~300 bytes with a 50-byte key).
-ENTRY_OVERHEAD = 250
+#: The widest request id a template takes (a varint of 9 bytes: ids below 2**63).
+_TEMPLATE_ID_LIMIT = 2**63
 
 
 def split_lookup(body: bytes) -> tuple[bytes, bytes] | None:
@@ -197,106 +198,70 @@ class AnswerTemplate:
         return self.heads[len(request_id)] + request_id + self.after
 
 
-class LookupMemo:
-    """The memoised answers of one binary socket, per listener choice (a connection holds the
-    dict of its own choice, so a lookup is one dict read), each filed under its topic's bundle.
-    Kept fresh by a lookup.view_writes.WriteFollower, which tells it what each write of the
-    view may change: a write of one bundle's owner drops that bundle's entries only."""
+def is_canonical(command: object, body: bytes) -> bool:
+    """Whether `body`, decoded as `command`, is what protobuf writes for it (the full path's
+    answer to it may be kept under split_lookup's key: a repeated request id, say, would be
+    read differently by the key)."""
+    return isinstance(command, BaseCommand) and command.SerializeToString() == body
 
-    def __init__(self, max_entries: int = MAX_ENTRIES, max_bytes: int = MAX_BYTES) -> None:
-        self._max_entries = max_entries
-        self._max_bytes = max_bytes
-        self._by_choice: dict[Any, dict[bytes, Any]] = {}
-        # bundle ((`tenant/namespace`, lower bound)) -> its entries: (choice's entries, key),
-        # in the order bundles were first filed (the first go first at a bound)
-        self._filed: OrderedDict[tuple[str, int], list[tuple[dict[bytes, Any], bytes]]] = (
-            OrderedDict()
-        )
-        self._bundles_of: dict[str, set[tuple[str, int]]] = {}  # namespace -> bundles filed
-        self._bytes = 0
 
-    @property
-    def bytes_held(self) -> int:
-        """What the entries hold, by the accounting of MAX_BYTES."""
-        return self._bytes
+def topic_and_tail(key: bytes) -> tuple[bytes, bytes] | None:
+    """(topic bytes, the fields after the request id) of a key split_lookup made (the topic
+    field, then those fields)."""
+    if not key or key[0] != _TOPIC_TAG:
+        return None
+    read = read_varint(key, 1)
+    if read is None:
+        return None
+    length, start = read
+    if start + length > len(key):
+        return None
+    return key[start : start + length], key[start + length :]
 
-    def entries_for(self, choice: Any) -> dict[bytes, Any]:
-        """The memo of one listener choice: key -> whatever the caller keeps (its template and
-        counters). Cleared in place, never replaced, so a caller may hold it."""
-        entries = self._by_choice.get(choice)
-        if entries is None:
-            entries = self._by_choice[choice] = {}
-        return entries
 
-    def remember(
-        self, entries: dict[bytes, Any], key: bytes, value: Any, bundle: tuple[str, int]
-    ) -> None:
-        """Keep `value` for `key` in `entries`, filed under `bundle` ((`tenant/namespace`,
-        lower bound): what the answer was read from); at a bound, the bundles filed first are
-        forgotten until there is room (not everything: the full path answers a storm's first
-        topic of each bundle, and starting over at each would re-make the whole memo)."""
-        if key in entries:
-            entries[key] = value
-            return
-        while self._filed and not self._has_room(entries, key):
-            self._forget(*self._filed.popitem(last=False))
-        if self._has_room(entries, key):
-            self._file(entries, key, value, bundle)
+# -- the answers' frames -----------------------------------------------------------------------
 
-    def remember_if_room(
-        self, entries: dict[bytes, Any], key: bytes, value: Any, bundle: tuple[str, int]
-    ) -> None:
-        """Remember unless a bound is reached (then nothing: a storm of distinct topics must
-        not make the memo start over again and again)."""
-        if key not in entries and self._has_room(entries, key):
-            self._file(entries, key, value, bundle)
+_LOOKUP_TYPE = {
+    ResponseKind.CONNECT: LookupType.Connect,
+    ResponseKind.REDIRECT: LookupType.Redirect,
+}
+_AnswerKey = tuple[ResponseKind, str | None, str | None, bool]
 
-    def _has_room(self, entries: dict[bytes, Any], key: bytes) -> bool:
-        return (
-            len(entries) < self._max_entries
-            and self._bytes + len(key) + ENTRY_OVERHEAD <= self._max_bytes
-        )
 
-    def _file(
-        self, entries: dict[bytes, Any], key: bytes, value: Any, bundle: tuple[str, int]
-    ) -> None:
-        entries[key] = value
-        filed = self._filed.get(bundle)
-        if filed is None:
-            filed = self._filed[bundle] = []
-            bundles = self._bundles_of.get(bundle[0])
-            if bundles is None:
-                bundles = self._bundles_of[bundle[0]] = set()
-            bundles.add(bundle)
-        filed.append((entries, key))
-        self._bytes += len(key) + ENTRY_OVERHEAD
+class AnswerFrames:
+    """LOOKUP_RESPONSE frames of answers with an address, made from the answer itself. Lookups
+    share few distinct answers (one per broker, listener and response kind), so each is built
+    once, as a template (the same template the memo keeps); after that a frame is the template
+    around the id's varint."""
 
-    def forget_bundle(self, namespace: str, lower: int) -> None:
-        filed = self._filed.pop((namespace, lower), None)
-        if filed is not None:
-            self._forget((namespace, lower), filed)
+    LIMIT = 4096  # distinct answers kept; more (a huge cluster) starts over
 
-    def forget_namespace(self, namespace: str) -> None:
-        for bundle in self._bundles_of.pop(namespace, ()):
-            self._drop(self._filed.pop(bundle, ()))
+    def __init__(self) -> None:
+        self._templates: dict[_AnswerKey, AnswerTemplate] = {}
 
-    def _forget(self, bundle: tuple[str, int], filed: list[tuple[dict[bytes, Any], bytes]]) -> None:
-        """Drop the entries filed under `bundle` (taken out of the filing already)."""
-        self._drop(filed)
-        bundles = self._bundles_of.get(bundle[0])
-        if bundles is not None:
-            bundles.discard(bundle)
-            if not bundles:
-                del self._bundles_of[bundle[0]]
+    def frame(self, request_id: int, answer: LookupAnswer) -> bytes:
+        if request_id < _TEMPLATE_ID_LIMIT:
+            return self.template(answer).frame(encode_varint(request_id))
+        return codec.encode_command(_command(request_id, answer))
 
-    def _drop(self, filed: list[tuple[dict[bytes, Any], bytes]] | tuple[()]) -> None:
-        for entries, key in filed:
-            if entries.pop(key, None) is not None:
-                self._bytes -= len(key) + ENTRY_OVERHEAD
+    def template(self, answer: LookupAnswer) -> AnswerTemplate:
+        """The frame of `answer` with a hole for the request id."""
+        urls = answer.urls
+        key = (answer.response, urls.service_url, urls.service_url_tls, answer.authoritative)
+        template = self._templates.get(key)
+        if template is None:
+            if len(self._templates) >= self.LIMIT:
+                self._templates.clear()
+            template = self._templates[key] = AnswerTemplate.of(_command(0, answer))
+        return template
 
-    def clear(self) -> None:
-        for entries in self._by_choice.values():
-            entries.clear()
-        self._filed.clear()
-        self._bundles_of.clear()
-        self._bytes = 0
+
+def _command(request_id: int, answer: LookupAnswer) -> BaseCommand:
+    urls = answer.urls
+    return codec.lookup_response_command(
+        request_id,
+        response=_LOOKUP_TYPE[answer.response],
+        broker_url=urls.service_url,
+        broker_url_tls=urls.service_url_tls,
+        authoritative=answer.authoritative,
+    )

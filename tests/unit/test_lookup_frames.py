@@ -1,5 +1,6 @@
-"""The lookup memo's byte work: the key and request id it reads off a LOOKUP, and the answer
-frame it writes, against protobuf's own encoder and decoder."""
+"""The byte-level fast path of LOOKUP (listeners.protocol.lookup_frames): the key and request
+id it reads off a LOOKUP, and the answer frames it writes, against protobuf's own encoder and
+decoder (differential, hypothesis) and against golden bytes."""
 
 from __future__ import annotations
 
@@ -9,17 +10,22 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pulsar_lookup_gateway.listeners import lookup_memo
-from pulsar_lookup_gateway.listeners.lookup_memo import (
-    LOOKUP_HEAD,
-    AnswerTemplate,
-    LookupMemo,
-    answer_run,
-    split_lookup,
-)
 from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand, FrameDecoder, LookupType
+from pulsar_lookup_gateway.listeners.protocol.lookup_frames import (
+    LOOKUP_HEAD,
+    AnswerFrames,
+    AnswerTemplate,
+    answer_run,
+    is_canonical,
+    split_lookup,
+    topic_and_tail,
+)
 from pulsar_lookup_gateway.listeners.protocol.wire import bytes_field, encode_varint, varint_field
+from pulsar_lookup_gateway.lookup.bundles import NamespaceBundles
+from pulsar_lookup_gateway.lookup.resolve import BrokerUrls, LookupAnswer, ResponseKind
+from pulsar_lookup_gateway.lookup.selection import ChoiceSource, ListenerChoice
+from pulsar_lookup_gateway.lookup.topics import TopicName
 
 REQUEST_IDS = st.integers(0, 2**64 - 1)
 TOPICS = st.text(max_size=300)
@@ -112,61 +118,6 @@ def test_the_template_writes_what_the_codec_writes(
     assert isinstance(command, BaseCommand)
     template = AnswerTemplate.of(command)
     assert template.frame(encode_varint(request_id)) == frame(request_id)
-
-
-NOWHERE = ("t/ns", 0)  # the bundle an entry is filed under (test_view_writes drops them)
-
-
-def test_the_memo_is_bounded() -> None:
-    overhead = lookup_memo.ENTRY_OVERHEAD
-    memo = LookupMemo(max_entries=3)
-    entries = memo.entries_for("choice")
-    for i in range(3):
-        memo.remember(entries, bytes([i]), i, NOWHERE)
-    assert len(entries) == 3 and memo.bytes_held == 3 * (1 + overhead)
-    memo.remember(entries, b"\x00", "again", NOWHERE)  # a key held already: not counted twice
-    assert len(entries) == 3 and memo.bytes_held == 3 * (1 + overhead)
-    memo.remember(entries, b"x", "x", NOWHERE)  # over the count: the bundle goes
-    assert entries == {b"x": "x"} and memo.entries_for("choice") is entries
-    by_bytes = LookupMemo(max_bytes=2 * overhead + 300)
-    entries = by_bytes.entries_for("choice")
-    by_bytes.remember(entries, b"a", "a", NOWHERE)
-    by_bytes.remember(entries, b"y" * 300, "y", NOWHERE)  # over the bytes: the bundle goes
-    assert entries == {b"y" * 300: "y"} and by_bytes.bytes_held == 300 + overhead
-    by_bytes.remember(entries, b"z" * 1000, "z", NOWHERE)  # more than the bound alone
-    assert entries == {} and by_bytes.bytes_held == 0
-
-
-def test_remembering_if_there_is_room_never_starts_over() -> None:
-    """What bundle answers copy into the memo: at a bound the memo keeps what it has."""
-    overhead = lookup_memo.ENTRY_OVERHEAD
-    memo = LookupMemo(max_entries=3, max_bytes=100 + 4 * overhead)
-    entries = memo.entries_for("choice")
-    for i in range(5):
-        memo.remember_if_room(entries, bytes([i]), i, NOWHERE)
-    assert entries == {b"\x00": 0, b"\x01": 1, b"\x02": 2}
-    memo.clear()
-    assert memo.bytes_held == 0
-    memo.remember_if_room(entries, b"y" * (101 + 3 * overhead), "y", NOWHERE)  # over the bytes
-    assert entries == {}
-
-
-def test_at_the_bound_the_bundle_filed_first_goes_first() -> None:
-    """The full path answers the first topic of each bundle in a storm: at the bound it must
-    not throw the whole memo away for each."""
-    memo = LookupMemo(max_entries=3)
-    entries, other = memo.entries_for("choice"), memo.entries_for("other choice")
-    memo.remember(entries, b"a1", "a1", ("t/ns", 1))
-    memo.remember(entries, b"b", "b", ("t/ns", 2))
-    memo.remember(other, b"a2", "a2", ("t/ns", 1))  # (the same bundle, another choice)
-    memo.remember(entries, b"c", "c", ("t/other", 3))
-    memo.remember(entries, b"d", "d", ("t/other", 4))  # over the count: bundle 1 goes
-    assert entries == {b"b": "b", b"c": "c", b"d": "d"} and other == {}
-    memo.remember(entries, b"e", "e", ("t/ns", 2))  # over the count: bundle 2 goes
-    assert entries == {b"c": "c", b"d": "d", b"e": "e"}
-    memo.forget_namespace("t/ns")
-    assert entries == {b"c": "c", b"d": "d"}
-    assert memo.bytes_held == 2 * (1 + lookup_memo.ENTRY_OVERHEAD)
 
 
 # --- answer_run: the one-pass reader of whole frames ------------------------------------------
@@ -314,3 +265,75 @@ def test_answer_run_reads_any_bytes_without_failing(data: bytes, pos: int) -> No
     out: list[bytes] = []
     end = answer_run(data, min(pos, len(data)), 1024, entries, out, [])
     assert min(pos, len(data)) <= end <= len(data)
+
+
+# --- golden bytes ---------------------------------------------------------------------------
+
+
+def test_a_lookup_splits_into_golden_bytes() -> None:
+    # BaseCommand{type: LOOKUP, lookupTopic{topic: "a", request_id: 300, authoritative: true}}
+    body = bytes.fromhex("0817ba01080a0161 10ac02 1801".replace(" ", ""))
+    assert BaseCommand.FromString(body).lookupTopic.request_id == 300
+    assert split_lookup(body) == (bytes.fromhex("0a01611801"), bytes.fromhex("ac02"))
+    assert topic_and_tail(bytes.fromhex("0a01611801")) == (b"a", b"\x18\x01")
+
+
+def test_an_answer_frame_is_golden_bytes() -> None:
+    command = codec.lookup_response_command(
+        0, response=LookupType.Connect, broker_url="pulsar://b:1", authoritative=True
+    )
+    frame = AnswerTemplate.of(command).frame(bytes.fromhex("ac02"))
+    # sizes (32, 28), BaseCommand{type: 24, lookupTopicResponse{brokerServiceUrl: "pulsar://b:1",
+    # response: Connect, request_id: 300, authoritative: true, proxy_through_service_url: false}}
+    assert frame == bytes.fromhex(
+        "00000020" "0000001c" "0818c20117" "0a0c70756c7361723a2f2f623a31" "1801" "20ac02" "2801"
+        "4000"
+    )  # fmt: skip
+    assert frame == codec.encode_command(
+        codec.lookup_response_command(
+            300, response=LookupType.Connect, broker_url="pulsar://b:1", authoritative=True
+        )
+    )
+
+
+def test_topic_and_tail_read_a_memo_key() -> None:
+    assert topic_and_tail(b"\x0a\x03abc\x18\x01") == (b"abc", b"\x18\x01")
+    assert topic_and_tail(b"\x0a\x05abc") is None
+    assert topic_and_tail(b"\x12\x01a") is None
+    assert topic_and_tail(b"") is None
+
+
+@given(TOPICS, REQUEST_IDS, st.none() | st.booleans(), NAMES)
+def test_topic_and_tail_read_what_the_codec_wrote(
+    topic: str, request_id: int, authoritative: bool | None, name: str | None
+) -> None:
+    body = lookup_body(topic, request_id, authoritative, name)
+    split = split_lookup(body)
+    if split is None:
+        return
+    read = topic_and_tail(split[0])
+    assert read is not None and read[0] == topic.encode()
+    tail = BaseCommand(type=BaseCommand.LOOKUP)
+    tail.lookupTopic.ParseFromString(read[1])
+    assert tail.lookupTopic.authoritative == bool(authoritative)
+    assert tail.lookupTopic.advertised_listener_name == (name or "")
+
+
+def test_a_canonical_body_is_what_protobuf_writes() -> None:
+    body = lookup_body("t", 5, None, None)
+    assert is_canonical(BaseCommand.FromString(body), body)
+    swapped = wrap(varint_field(2, 5) + bytes_field(1, b"t"))
+    assert not is_canonical(BaseCommand.FromString(swapped), swapped)
+
+
+@given(st.integers(0, 2**64 - 1), st.sampled_from(["pulsar://b:6650", "pulsar://x" * 20]))
+def test_answer_frames_write_what_the_codec_writes(request_id: int, url: str) -> None:
+    topic = TopicName.parse("persistent://t/ns/x")
+    answer = LookupAnswer(
+        topic, NamespaceBundles.full().ranges[0], ResponseKind.REDIRECT, False, "b",
+        BrokerUrls(url, None, None, None), ListenerChoice(None, ChoiceSource.INTERNAL, True),
+    )  # fmt: skip
+    expected = codec.lookup_response(
+        request_id, response=LookupType.Redirect, broker_url=url, authoritative=False
+    )
+    assert AnswerFrames().frame(request_id, answer) == expected
