@@ -31,6 +31,7 @@ from pulsar_lookup_gateway.listeners.config.model import ConfigError, GatewayCon
 from pulsar_lookup_gateway.lookup.errors import LookupFailure
 from pulsar_lookup_gateway.lookup.protocol_data import PROTOCOL_NAME_RULE, is_protocol_name
 from pulsar_lookup_gateway.lookup.resolve import LookupAnswer, ResolvePolicy
+from pulsar_lookup_gateway.lookup.selection import choose_listener
 from pulsar_lookup_gateway.lookup.topics import TopicName
 from pulsar_lookup_gateway.metadata_store.admin import (
     CONNECT_TIMEOUT,
@@ -358,7 +359,8 @@ async def _lookup(
     try:
         if protocol is not None:
             return result | await _protocol_lookup(service, topic, listener, protocol)
-        answer = await service.lookup(topic, service.choose(explicit=listener), "cli")
+        choice = choose_listener(explicit=listener, internal_listener=internal)
+        answer = await service.lookup(topic, choice, "cli")
         result.update(answer_json(answer))
         result["partitions"] = await service.partitions(answer.topic)
     except LookupFailure as exc:
@@ -481,7 +483,9 @@ async def _protocol_lookup(
     reads the metadata: an unowned bundle is reported, not handed to a broker (the gateway's
     HTTP route has one take it)."""
     answer = await service.protocol_lookup(
-        TopicName.parse(topic), service.choose(explicit=listener), protocol
+        TopicName.parse(topic),
+        choose_listener(explicit=listener, internal_listener=service.internal_listener),
+        protocol,
     )
     result: dict[str, Any] = {"response": "connect" if answer.owned else "unowned"}
     result |= answer.to_json(operator=True)

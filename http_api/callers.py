@@ -1,7 +1,7 @@
 """Who an HTTP request comes from, for every route family of one socket: where its client is
-(its connection, or a trusted proxy's forwarded header), the route it takes when it names no
-listener, the listener it names, and the identity its credentials prove under a route's
-guard."""
+(its connection, or a trusted proxy's forwarded header), the identity its credentials prove
+under a route's guard, and the route it takes (decided by the socket's Router from what the
+request says: listeners.routing)."""
 
 from __future__ import annotations
 
@@ -27,9 +27,10 @@ from pulsar_lookup_gateway.listeners.endpoints.forwarded import (
     X_FORWARDED_FOR,
     forwarded_for,
 )
-from pulsar_lookup_gateway.listeners.routing import Route, Router
+from pulsar_lookup_gateway.listeners.routing import NO_PROOF, Facts, Proof, Refusal, Route, Router
 from pulsar_lookup_gateway.lookup.errors import LookupFailure
 from pulsar_lookup_gateway.lookup.networks import parse_address
+from pulsar_lookup_gateway.lookup.selection import ListenerChoice
 from pulsar_lookup_gateway.lookup.topics import TopicName
 from pulsar_lookup_gateway.serving.service import LookupService
 
@@ -41,12 +42,12 @@ class Callers:
     """The callers of one socket's routes (its guard, its routing decision, its proxies)."""
 
     def __init__(self, service: LookupService, settings: HttpSettings) -> None:
-        self.service = service
         self.guard = settings.authenticator.for_listener(settings.listener)
-        self.router = Router(service, self.guard)  # the listener of each request
+        self.router = Router.of_service(service, self.guard)  # the listener of each request
         self.super_users = settings.super_users
         self._trusted = settings.trusted_proxies
         self._believed = settings.forwarded_headers
+        self._refusals = service.refusals
 
     def client(self, request: web.Request) -> tuple[ClientOrigin | None, str | None]:
         """Where the client is (its connection's origin, or what the believed forwarded header
@@ -72,30 +73,39 @@ class Callers:
         client, server_name = self.client(request)
         return self.router.route(client, server_name), client
 
-    def choose(
+    def decide(
         self,
         request: web.Request,
         unnamed: Route,
         client: ClientOrigin | None,
         topic: TopicName | None,
-    ) -> Route:
-        """The route of a lookup of `topic` (None: of a watch stream's topics): to the listener
-        the request names (listenerName, then X-Pulsar-ListenerName) if it may, else `unnamed`
-        (Router.decide)."""
+        identity: Identity | None,
+    ) -> Route | Refusal:
+        """The route of a lookup of `topic` (None: of a watch stream's topics) by a request
+        whose unnamed route is `unnamed`, and that proved `identity` under it: the listener the
+        request names (listenerName, then X-Pulsar-ListenerName), if it may take it with the
+        credentials it presents, else `unnamed` (Router.decide)."""
         explicit = request.query.get("listenerName") if request.query_string else None
         header = request.headers.get(LISTENER_HEADER)
-        if not explicit and not header:  # (the common case: clients name none)
-            return unnamed
-        if topic is None:
-            route = self.router.named(unnamed, explicit, header)
-            refused = self.router.refusal(route)
-            if refused is not None:
-                self.service.refuse("http", client, route.choice, None, refused)
-                raise refused
-            return route
-        return self.router.decide(
-            unnamed, explicit, header, protocol="http", client=client, topic=topic
-        )
+        if explicit or header:  # (credentials are read again only for a named listener)
+            ssl_object = _ssl_object(request)
+            proof = Proof(ssl_object, identity, _credentials(request, ssl_object))
+        else:
+            proof = Proof(identity=identity) if identity is not None else NO_PROOF
+        facts = Facts(unnamed, "http", client, explicit, header, topic, proof)
+        return self.router.decide(facts)
+
+    def log_failure(
+        self,
+        client: ClientOrigin | None,
+        choice: ListenerChoice | None,
+        topic: str | None,
+        failure: LookupFailure,
+    ) -> None:
+        """The INFO line of a lookup that failed in the HTTP shell (credentials, a topic name,
+        an answer it cannot give), unless it was logged already (by the routing decision or
+        the service)."""
+        self._refusals.log("http", client, choice, topic, failure)
 
     def role(self, request: web.Request, guard: ListenerGuard | None = None) -> str | None:
         """The role the request authenticates as under `guard` (by default the guard of its
@@ -110,8 +120,7 @@ class Callers:
             guard = self.unnamed(request)[0].guard
         if not guard.required and guard.certificate_of is None:
             return None  # (the common case: a trusted network)
-        transport = request.transport
-        ssl_object = transport.get_extra_info("ssl_object") if transport is not None else None
+        ssl_object = _ssl_object(request)
         if guard.certificate_missing(ssl_object):
             raise not_authenticated(
                 f"listener '{guard.certificate_of}' requires a client certificate presented to "
@@ -119,13 +128,8 @@ class Callers:
             )
         if not guard.required:
             return None
-        credentials = Credentials(
-            method=request.headers.get(AUTH_METHOD_HEADER) or None,
-            data=bearer_token(request.headers.get("Authorization")),
-            peer_certificate=verified_peer_certificate(ssl_object),
-        )
         try:
-            return guard.authenticate(credentials)
+            return guard.authenticate(_credentials(request, ssl_object))
         except AuthenticationFailed as failed:
             raise not_authenticated(failed.reason) from None
 
@@ -147,6 +151,21 @@ class Callers:
         if role is not None and role not in self.super_users:
             return json_error(403, f"{what} is for super-users (superUserRoles)")
         return None
+
+
+def _ssl_object(request: web.Request) -> object:
+    transport = request.transport
+    return transport.get_extra_info("ssl_object") if transport is not None else None
+
+
+def _credentials(request: web.Request, ssl_object: object) -> Credentials:
+    """What the request presents: a Bearer token, the method it names, and the client
+    certificate its TLS session verified."""
+    return Credentials(
+        method=request.headers.get(AUTH_METHOD_HEADER) or None,
+        data=bearer_token(request.headers.get("Authorization")),
+        peer_certificate=verified_peer_certificate(ssl_object),
+    )
 
 
 def principal(request: web.Request, role: str | None) -> Principal:

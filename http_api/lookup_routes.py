@@ -33,7 +33,7 @@ from pulsar_lookup_gateway.http_api.lookup_answers import (
 from pulsar_lookup_gateway.http_api.protocols import ProtocolLookups
 from pulsar_lookup_gateway.http_api.topic_paths import topic_of
 from pulsar_lookup_gateway.listeners.endpoints.client_origin import ClientOrigin
-from pulsar_lookup_gateway.listeners.routing import Route
+from pulsar_lookup_gateway.listeners.routing import Refusal, Route
 from pulsar_lookup_gateway.lookup.errors import LookupFailure
 from pulsar_lookup_gateway.lookup.protocol_data import PROTOCOL_NAME_RULE, is_protocol_name
 from pulsar_lookup_gateway.lookup.resolve import LookupAnswer, ResponseKind
@@ -113,12 +113,13 @@ class LookupRoutes:
         callers = self.callers
         choice: ListenerChoice | None = None
         try:
-            role = callers.role(request, unnamed.guard)
+            identity = callers.identity(request, unnamed.guard)
             topic = topic_of(request, trailing=0)
-            route = callers.choose(request, unnamed, client, topic)
+            route = callers.decide(request, unnamed, client, topic, identity)
+            if isinstance(route, Refusal):
+                return failure_response(route.failure)
             choice = route.choice
-            if route.guard is not unnamed.guard:  # the named listener requires authentication
-                role = callers.role(request, route.guard)
+            role = route.identity.role if route.identity is not None else None
             answer = await self.service.lookup(
                 topic, choice, protocol="http", role=role, client=client
             )
@@ -132,7 +133,7 @@ class LookupRoutes:
             return _Answered(redirect_response, location, route, answer)
         except LookupFailure as failure:
             # (the raw path: the topic may be what failed to parse)
-            self.service.log_refused("http", client, choice, request.rel_url.raw_path, failure)
+            callers.log_failure(client, choice, request.rel_url.raw_path, failure)
             return failure_response(failure)
 
     async def protocol(self, request: web.Request) -> web.Response:
@@ -142,22 +143,23 @@ class LookupRoutes:
         unnamed, client = callers.unnamed(request)
         choice: ListenerChoice | None = None
         try:
-            role = callers.role(request, unnamed.guard)
+            identity = callers.identity(request, unnamed.guard)
             topic = topic_of(request, trailing=2)
             protocol = request.match_info["protocol"]
             if not is_protocol_name(protocol):
                 return json_error(
                     400, f"'{printable(protocol)}' is not a protocol name ({PROTOCOL_NAME_RULE})"
                 )
-            route = callers.choose(request, unnamed, client, topic)
+            route = callers.decide(request, unnamed, client, topic, identity)
+            if isinstance(route, Refusal):
+                return failure_response(route.failure)
             choice = route.choice
-            if route.guard is not unnamed.guard:  # the named listener requires authentication
-                role = callers.role(request, route.guard)
+            role = route.identity.role if route.identity is not None else None
             answer = await self.protocols.answer(
                 topic, choice, protocol, role=role, principal=principal(request, role)
             )
         except LookupFailure as failure:
-            self.service.log_refused("http", client, choice, request.rel_url.raw_path, failure)
+            callers.log_failure(client, choice, request.rel_url.raw_path, failure)
             return failure_response(failure)
         return web.json_response(answer.to_json())
 

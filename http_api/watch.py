@@ -46,7 +46,7 @@ from pulsar_lookup_gateway.http_api.settings import WatchSettings
 from pulsar_lookup_gateway.http_api.watch_stream import StreamState
 from pulsar_lookup_gateway.listeners.auth import AuthenticationFailed, Credentials, Identity
 from pulsar_lookup_gateway.listeners.endpoints.client_origin import ClientOrigin
-from pulsar_lookup_gateway.listeners.routing import Route
+from pulsar_lookup_gateway.listeners.routing import Refusal, Route
 from pulsar_lookup_gateway.lookup.errors import LookupFailure
 from pulsar_lookup_gateway.lookup.ownership_changes import ErrorCode
 from pulsar_lookup_gateway.lookup.topics import TopicName
@@ -164,13 +164,13 @@ class WatchEndpoint:
         unnamed, client = callers.unnamed(request)
         try:
             identity = callers.identity(request, unnamed.guard)
-            route = callers.choose(request, unnamed, client, None)
-            if route.guard is not unnamed.guard:  # the named listener requires authentication
-                identity = callers.identity(request, route.guard)
         except LookupFailure as failure:
-            self.watches.service.log_refused("http", client, None, None, failure)
+            callers.log_failure(client, None, None, failure)
             return failure_response(failure)
-        return await self.serve(request, route, identity, client)
+        route = callers.decide(request, unnamed, client, None, identity)
+        if isinstance(route, Refusal):
+            return failure_response(route.failure)
+        return await self.serve(request, route, route.identity, client)
 
     async def cleanup(self, app: web.Application | None = None) -> None:
         """The socket's application is done: the last one ends the process's watch."""

@@ -39,12 +39,7 @@ from pulsar_lookup_gateway.lookup.resolve import (
     resolve,
     resolve_partitions,
 )
-from pulsar_lookup_gateway.lookup.selection import (
-    NO_ROUTES,
-    ClientRoutes,
-    ListenerChoice,
-    choose_listener,
-)
+from pulsar_lookup_gateway.lookup.selection import NO_ROUTES, ClientRoutes, ListenerChoice
 from pulsar_lookup_gateway.lookup.source import MetadataSource
 from pulsar_lookup_gateway.lookup.topic_list import TopicLister, TopicListing, parse_namespace
 from pulsar_lookup_gateway.lookup.topics import (
@@ -55,14 +50,12 @@ from pulsar_lookup_gateway.lookup.topics import (
 from pulsar_lookup_gateway.lookup.untrusted import printable
 from pulsar_lookup_gateway.lookup.view import ClusterView
 from pulsar_lookup_gateway.serving.admission import Admission
-from pulsar_lookup_gateway.serving.log_throttle import FirstSeen, LogThrottle
+from pulsar_lookup_gateway.serving.log_throttle import FirstSeen
 from pulsar_lookup_gateway.serving.memo import NAMESPACE_WIDE, AnswerMemo, place_of
 from pulsar_lookup_gateway.serving.metrics import LookupMetrics, LookupTally
+from pulsar_lookup_gateway.serving.refusals import TOPIC_IN_LOG, Refusals, lookup_line
 
 log = logging.getLogger(__name__)
-TOPIC_IN_LOG = 200  # characters of a topic name in a log line
-LISTENER_IN_LOG = 64  # characters of a listener name in a log line
-DETAIL_IN_LOG = 400  # characters of a failure's message in a log line
 
 T = TypeVar("T")
 # One lookup reads a handful of nodes; more fetches than this means the data keeps changing
@@ -70,9 +63,6 @@ T = TypeVar("T")
 MAX_FETCHES_PER_LOOKUP = 64
 UNDECLARED = "undeclared"  # metric label for a listener name the config does not declare
 MAX_PROTOCOL_DATA_LOGGED = 1024  # unreadable protocol data strings remembered as logged
-#: Lines per 10 s about refused lookups of one kind over one protocol; the rest are counted
-#: (clients can send thousands a second, each with a name of their choosing).
-REFUSALS_LOGGED = 20
 
 
 class LookupService:
@@ -115,35 +105,15 @@ class LookupService:
         )
         self._allowed: dict[tuple[str, str], bool] = self.memo.table(("service", "allowed"))
         self._unreadable_data = FirstSeen(MAX_PROTOCOL_DATA_LOGGED)  # protocol data logged
-        # by (protocol, failure): both from fixed sets, so at most a few dozen
-        self._refusal_logs: dict[tuple[str, str], LogThrottle] = {}
+        # Refused lookups, counted and logged on this logger: the service's own failures, and
+        # the routing decisions' refusals (listeners.routing) before the service was asked.
+        self.refusals = Refusals(self.metrics, self._labels, log)
 
     @property
     def logs_each_answer(self) -> bool:
         """Whether every answered lookup is logged (DEBUG): a front end that answers warm
         lookups itself must then leave them to lookup(), which writes the line."""
         return log.isEnabledFor(logging.DEBUG)
-
-    def choose(
-        self,
-        *,
-        explicit: str | None = None,
-        header: str | None = None,
-        server_name: str | None = None,
-        client_address: str | None = None,
-        socket_listener: str | None = None,
-        allowed: frozenset[str] | None = None,
-    ) -> ListenerChoice:
-        return choose_listener(
-            explicit=explicit,
-            header=header,
-            server_name=server_name,
-            client_address=client_address,
-            socket_listener=socket_listener,
-            internal_listener=self.internal_listener,
-            routes=self.routes,
-            allowed=allowed,
-        )
 
     async def lookup(
         self,
@@ -176,7 +146,7 @@ class LookupService:
                 place = (answer.topic.namespace_name, answer.bundle.lower)
                 self._keep(self._answers, key, answer, place)
         except LookupFailure as exc:
-            self.refuse(protocol, client, choice, topic, exc)
+            self.refusals.refuse(protocol, client, choice, topic, exc)
             raise
         finally:
             admission.pending -= 1
@@ -185,7 +155,7 @@ class LookupService:
         )
         if log.isEnabledFor(logging.DEBUG):
             outcome = answer.response.name.lower()
-            line = _lookup_line(protocol, client, choice, topic, outcome, str(answer.broker_id))
+            line = lookup_line(protocol, client, choice, topic, outcome, str(answer.broker_id))
             log.debug(*line)
         return answer
 
@@ -196,41 +166,6 @@ class LookupService:
         """Where a lookup answered for `choice` over `protocol` is counted (for a front end
         that answers a repeated lookup itself, as lookup() would have)."""
         return self.metrics.tally(self._labels(choice, protocol))
-
-    def refuse(
-        self,
-        protocol: str,
-        client: object,
-        choice: ListenerChoice,
-        topic: str | TopicName | None,
-        failure: LookupFailure,
-    ) -> None:
-        """Count and log a lookup refused for `choice`: by the service, or by a front end's
-        routing decision before it asked (a listener name the client may not give)."""
-        self.metrics.failures.labels(*self._labels(choice, protocol), failure.code.name).inc()
-        self.log_refused(protocol, client, choice, topic, failure)
-
-    def log_refused(
-        self,
-        protocol: str,
-        client: object,
-        choice: ListenerChoice | None,
-        topic: str | TopicName | None,
-        failure: LookupFailure,
-    ) -> None:
-        """The INFO line of a refused or failed lookup, once per failure (a front end calls it
-        for what it refuses before asking the service: a bad name, credentials, a listener)."""
-        if not failure.logged:
-            failure.logged = True
-            outcome = failure.code.name
-            throttle = self._refusal_logs.get((protocol, outcome))
-            if throttle is None:
-                throttle = LogThrottle(log, logging.INFO, burst=REFUSALS_LOGGED)
-                self._refusal_logs[(protocol, outcome)] = throttle
-            detail = failure.message
-            if failure.detail:  # (what the client was not told)
-                detail = f"{detail}; {failure.detail}"
-            throttle.event(*_lookup_line(protocol, client, choice, topic, outcome, detail))
 
     def _keep(
         self, table: dict[Any, Any], key: Any, value: Any, place: tuple[NamespaceName, int]
@@ -459,26 +394,3 @@ class RestTopics:
     persistent: tuple[str, ...]
     holders: frozenset[str] | None
 
-
-def _lookup_line(
-    protocol: str,
-    client: object,
-    choice: ListenerChoice | None,
-    topic: str | TopicName | None,
-    outcome: str,
-    detail: str,
-) -> tuple[str, ...]:
-    """The log line of one lookup: its format and arguments, client text escaped and cut."""
-    return (
-        "lookup %s: protocol=%s client=%s listener=%s chosen_by=%s topic=%s (%s)",
-        outcome,
-        protocol,
-        str(client) if client is not None else "-",
-        # (a name a client gave that breaks the rule: escaped, and cut short)
-        printable((choice.name if choice is not None else None) or "-", LISTENER_IN_LOG),
-        choice.source.value if choice is not None else "-",
-        "-"
-        if topic is None
-        else printable(topic if isinstance(topic, str) else topic.full, TOPIC_IN_LOG),
-        printable(detail, DETAIL_IN_LOG),
-    )

@@ -16,7 +16,6 @@ from collections.abc import Callable
 from time import perf_counter
 from typing import Any
 
-from pulsar_lookup_gateway.listeners.auth import not_authenticated
 from pulsar_lookup_gateway.listeners.binary.replies import SERVICE_NOT_READY, lookup_failed
 from pulsar_lookup_gateway.listeners.binary.requests import RequestRunner
 from pulsar_lookup_gateway.listeners.binary.session import Memo, Session
@@ -29,7 +28,7 @@ from pulsar_lookup_gateway.listeners.protocol.lookup_frames import (
     topic_and_tail,
 )
 from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import CommandLookupTopic
-from pulsar_lookup_gateway.listeners.routing import Route, Router
+from pulsar_lookup_gateway.listeners.routing import Facts, Proof, Refusal, Route, Router
 from pulsar_lookup_gateway.lookup.errors import LookupFailure, NodeNotLoaded
 from pulsar_lookup_gateway.lookup.resolve import LookupAnswer, ResponseKind
 from pulsar_lookup_gateway.lookup.selection import ListenerChoice
@@ -38,17 +37,6 @@ from pulsar_lookup_gateway.serving.metrics import LookupTally
 from pulsar_lookup_gateway.serving.service import LookupService
 
 log = logging.getLogger(__package__)
-
-
-def _missing_proof(route: Route, session: Session) -> str | None:
-    """What a connection lacks to take `route`, a listener it named (None: nothing): that
-    listener's client certificate, or authentication, which this connection's CONNECT did
-    not have to give."""
-    if route.guard.certificate_missing(session.ssl_object):
-        return "requires a client certificate presented to its own TLS socket or server name"
-    if route.guard.required and session.identity is None:
-        return "requires authentication; connect with credentials to a socket that requires them"
-    return None
 
 
 class Lookups:
@@ -89,25 +77,21 @@ class Lookups:
         route = session.route
         # "" when absent (the C++ and Go clients always send the field): the common case.
         if body.advertised_listener_name:
-            try:
-                route = self._router.decide(
-                    route,
-                    body.advertised_listener_name,
-                    protocol="binary",
-                    client=session.origin,
-                    topic=body.topic,
-                )
-            except LookupFailure as refused:
-                out.append(lookup_failed(body.request_id, refused))
+            # (what its CONNECT proved: a named listener may demand more)
+            proof = Proof(session.ssl_object, session.identity)
+            facts = Facts(
+                route,
+                "binary",
+                session.origin,
+                explicit=body.advertised_listener_name,
+                topic=body.topic,
+                proof=proof,
+            )
+            decided = self._router.decide(facts)
+            if isinstance(decided, Refusal):
+                out.append(lookup_failed(body.request_id, decided.failure))
                 return
-            missing = _missing_proof(route, session)
-            if missing is not None:
-                unauthenticated = not_authenticated(f"listener '{route.listener}' {missing}")
-                self._service.refuse(
-                    "binary", session.origin, route.choice, body.topic, unauthenticated
-                )
-                out.append(lookup_failed(body.request_id, unauthenticated))
-                return
+            route = decided
         runner.run(self._frame(session, body, route, memo_key), body.request_id, lookup_failed, out)
 
     async def _frame(

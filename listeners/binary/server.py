@@ -78,7 +78,7 @@ class BinaryServer(BoundSocket):
         self.reply_budget = reply_budget or ReplyBudget()
         self._stopping = False
         guard = (authenticator or Authenticator()).for_listener(spec.listener)
-        self.router = Router(service, guard)
+        self.router = Router.of_service(service, guard)
         lookups = Lookups(service, self.router)
         self.handlers = Handlers(
             handshake=Handshake(settings, lookups.tables, self.url),

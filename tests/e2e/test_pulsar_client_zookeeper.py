@@ -19,6 +19,7 @@ from kazoo.client import KazooClient
 from pulsar_lookup_gateway.gateway.process import Gateway
 from pulsar_lookup_gateway.listeners.config.conf_file import parse_properties
 from pulsar_lookup_gateway.listeners.config.model import validate_raw
+from pulsar_lookup_gateway.lookup.selection import choose_listener
 from pulsar_lookup_gateway.metadata_store.admin import encode, seed
 from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper
 from pulsar_lookup_gateway.metadata_store.synthetic import cluster, topic_in_range
@@ -88,7 +89,8 @@ async def test_each_listener_reaches_its_address_and_follows_an_ownership_move(
     world.admin.set(f"/namespace/public/default/{BUNDLE}", encode(ownership(world.peers, "b")))
 
     async def moved() -> bool:
-        answer = await world.gateway.service.lookup(TOPIC, world.gateway.service.choose(), "t")
+        internal = choose_listener(internal_listener=world.gateway.service.internal_listener)
+        answer = await world.gateway.service.lookup(TOPIC, internal, "t")
         return answer.urls.service_url == world.peers["b-internal"].url
 
     await eventually(moved)

@@ -14,10 +14,12 @@ from collections.abc import Iterator
 import aiohttp
 import pytest
 
+from pulsar_lookup_gateway.gateway.process import Gateway
 from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import (
     CommandLookupTopicResponse,
     ServerError,
 )
+from pulsar_lookup_gateway.lookup.selection import ListenerChoice, choose_listener
 from pulsar_lookup_gateway.metadata_store.admin import connected, encode
 from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper
 from pulsar_lookup_gateway.metadata_store.synthetic import (
@@ -52,6 +54,11 @@ def zookeeper_to_kill() -> Iterator[EmbeddedZooKeeper]:
         yield server
 
 
+def internal(gateway: Gateway) -> ListenerChoice:
+    """The choice of a lookup that names no listener and comes from no socket."""
+    return choose_listener(internal_listener=gateway.service.internal_listener)
+
+
 async def ready_status(session: aiohttp.ClientSession, url: str) -> int:
     async with session.get(url) as response:
         return response.status
@@ -65,7 +72,7 @@ async def test_cached_answers_flow_while_zookeeper_is_down_and_recover_after(
     async with gateway_on(zk, nodes) as gateway, aiohttp.ClientSession() as http:
         port, ready = binary_port(gateway), http_url(gateway, "/ready")
         for topic in CACHED:  # warm the cache
-            await gateway.service.lookup(topic, gateway.service.choose(), "warm-up")
+            await gateway.service.lookup(topic, internal(gateway), "warm-up")
         assert await ready_status(http, ready) == 200
 
         stop = asyncio.Event()
@@ -109,7 +116,7 @@ async def test_cached_answers_flow_while_zookeeper_is_down_and_recover_after(
             admin.set("/namespace/public/default/0x00000000_0x40000000", encode(ownership_node(3)))
 
         async def change_served() -> bool:
-            answer = await gateway.service.lookup(CACHED[0], gateway.service.choose(), "t")
+            answer = await gateway.service.lookup(CACHED[0], internal(gateway), "t")
             return answer.broker_id == broker_id(3)
 
         await eventually(change_served)

@@ -5,17 +5,50 @@ from __future__ import annotations
 
 import logging
 
+import jwt
 import pytest
 
-from pulsar_lookup_gateway.listeners.auth import Authenticator
+from pulsar_lookup_gateway.listeners.auth import (
+    Authenticator,
+    Credentials,
+    Identity,
+    TokenAuthenticationProvider,
+)
 from pulsar_lookup_gateway.listeners.endpoints.client_origin import ClientOrigin
-from pulsar_lookup_gateway.listeners.routing import NAME_SHOWN, Route, Router
-from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure, ServerError
+from pulsar_lookup_gateway.listeners.routing import (
+    NAME_SHOWN,
+    NO_PROOF,
+    Facts,
+    Proof,
+    Refusal,
+    Route,
+    Router,
+)
+from pulsar_lookup_gateway.lookup.errors import FailureKind, ServerError
 from pulsar_lookup_gateway.lookup.selection import ChoiceSource, ClientRoutes
 from pulsar_lookup_gateway.metadata_store.file import FileSource
 from pulsar_lookup_gateway.serving.service import LookupService
 
 ROUTES = ClientRoutes.build({"edge": ["edge.example.com"]}, {"office": ["10.0.0.0/8"]})
+SECRET = b"s" * 32
+CLIENT = "192.0.2.7:4000"
+
+
+def serving(
+    listener: str = "external",
+    routes: ClientRoutes | None = None,
+    allowed: dict[str, list[str]] | None = None,
+    authenticator: Authenticator | None = None,
+) -> tuple[Router, LookupService]:
+    """A socket's router, and the service whose listeners and refusals' count it is given."""
+    service = LookupService(
+        FileSource("unused.json"),
+        internal_listener="internal",
+        declared_listeners=["internal", "external", "edge", "office", "dmz"],
+        routes=routes or ClientRoutes(),
+    )
+    guard = (authenticator or Authenticator(allowed_names=allowed)).for_listener(listener)
+    return Router.of_service(service, guard), service
 
 
 def router(
@@ -23,25 +56,40 @@ def router(
     routes: ClientRoutes | None = None,
     allowed: dict[str, list[str]] | None = None,
 ) -> Router:
-    service = LookupService(
-        FileSource("unused.json"),
-        internal_listener="internal",
-        declared_listeners=["internal", "external", "edge", "office", "dmz"],
-    )
-    if routes is not None:
-        service.routes = routes
-    guard = Authenticator(allowed_names=allowed).for_listener(listener)
-    return Router(service, guard)
+    return serving(listener, routes, allowed)[0]
+
+
+def decide(
+    plain: Router,
+    explicit: str | None,
+    header: str | None = None,
+    *,
+    unnamed: Route | None = None,
+    topic: str | None = "persistent://t/n/x",
+    proof: Proof = NO_PROOF,
+    protocol: str = "binary",
+) -> Route | Refusal:
+    facts = Facts(unnamed or plain.socket_route, protocol, CLIENT, explicit, header, topic, proof)
+    return plain.decide(facts)
+
+
+def routed(decided: Route | Refusal) -> Route:
+    assert isinstance(decided, Route), decided
+    return decided
+
+
+def refused(decided: Route | Refusal) -> Refusal:
+    assert isinstance(decided, Refusal), decided
+    return decided
 
 
 def test_a_request_naming_no_listener_takes_the_sockets() -> None:
     plain = router()
-    route = plain.named(plain.socket_route, None, None)
+    route = routed(decide(plain, None, None))
     assert route is plain.socket_route
     assert (route.listener, route.chosen_by) == ("external", ChoiceSource.SOCKET)
-    assert plain.refusal(route) is None
     # blank names are no names, on every protocol
-    assert plain.named(plain.socket_route, "", "") is plain.socket_route
+    assert decide(plain, "", "") is plain.socket_route
 
 
 def test_the_client_place_chooses_where_routes_are_configured() -> None:
@@ -56,9 +104,9 @@ def test_the_client_place_chooses_where_routes_are_configured() -> None:
 def test_an_explicit_name_wins_over_the_header_and_the_place() -> None:
     located = router(routes=ROUTES)
     office = located.route(ClientOrigin.of_peer(("10.1.2.3", 5000), "x"), None)
-    route = located.named(office, "internal", "edge")
+    route = routed(decide(located, "internal", "edge", unnamed=office))
     assert (route.listener, route.chosen_by) == ("internal", ChoiceSource.EXPLICIT)
-    route = located.named(office, None, "edge")
+    route = routed(decide(located, None, "edge", unnamed=office))
     assert (route.listener, route.chosen_by) == ("edge", ChoiceSource.HEADER)
     assert route.guard is located.guard  # the socket's authentication applies
 
@@ -68,27 +116,26 @@ def test_an_explicit_name_wins_over_the_header_and_the_place() -> None:
 )
 def test_a_name_that_breaks_the_rule_is_an_unknown_listener(name: str) -> None:
     plain = router()
-    unknown = plain.refusal(plain.named(plain.socket_route, "nope"))
-    assert unknown is None  # a well-formed unknown name goes on to resolve(), which refuses it
-    refused = plain.refusal(plain.named(plain.socket_route, name))
-    assert refused is not None
-    assert refused.kind is FailureKind.LISTENER_NOT_FOUND
-    assert refused.code is ServerError.ServiceNotReady
-    assert refused.message.startswith("the broker do not have ")
-    assert refused.message.endswith(" listener")
-    shown = refused.message.removeprefix("the broker do not have ").removesuffix(" listener")
+    # a well-formed unknown name goes on to resolve(), which refuses it
+    assert routed(decide(plain, "nope")).listener == "nope"
+    failure = refused(decide(plain, name)).failure
+    assert failure.kind is FailureKind.LISTENER_NOT_FOUND
+    assert failure.code is ServerError.ServiceNotReady
+    assert failure.message.startswith("the broker do not have ")
+    assert failure.message.endswith(" listener")
+    shown = failure.message.removeprefix("the broker do not have ").removesuffix(" listener")
     assert shown.isprintable() and "\n" not in shown
     assert len(shown) < NAME_SHOWN + 40  # escaped, and cut short with a note of how much
 
 
 def test_allowed_listener_names_are_checked_for_named_requests_only() -> None:
     fenced = router(allowed={"external": ["dmz"]})
-    assert fenced.refusal(fenced.named(fenced.socket_route, "dmz")) is None
-    assert fenced.refusal(fenced.named(fenced.socket_route, "external")) is None  # its own
-    refused = fenced.refusal(fenced.named(fenced.socket_route, None, "internal"))
-    assert refused is not None and refused.kind is FailureKind.LISTENER_NOT_ALLOWED
-    assert "dmz" not in refused.message  # which names are allowed is not a stranger's business
-    assert fenced.refusal(fenced.socket_route) is None
+    assert routed(decide(fenced, "dmz")).listener == "dmz"
+    assert routed(decide(fenced, "external")).listener == "external"  # its own
+    failure = refused(decide(fenced, None, "internal")).failure
+    assert failure.kind is FailureKind.LISTENER_NOT_ALLOWED
+    assert "dmz" not in failure.message  # which names are allowed is not a stranger's business
+    assert decide(fenced, None) is fenced.socket_route
 
 
 def test_blank_names_leave_the_clients_place_to_choose() -> None:
@@ -97,47 +144,98 @@ def test_blank_names_leave_the_clients_place_to_choose() -> None:
     office = located.route(ClientOrigin.of_peer(("10.1.2.3", 5000), "x"), None)
     assert office.listener == "office"
     for blank in (" ", "\t", " \r\n"):
-        assert located.named(office, blank, None) is office
-        assert located.named(office, None, blank) is office
-        assert located.named(office, blank, blank) is office
+        assert decide(located, blank, None, unnamed=office) is office
+        assert decide(located, None, blank, unnamed=office) is office
+        assert decide(located, blank, blank, unnamed=office) is office
     # a blank explicit name leaves the header to choose, as if it were absent
-    assert located.named(office, " ", "edge").chosen_by is ChoiceSource.HEADER
+    assert routed(decide(located, " ", "edge", unnamed=office)).chosen_by is ChoiceSource.HEADER
 
 
-def failures(plain: Router, listener: str, chosen_by: str, protocol: str, error: str) -> float:
-    registry = plain._service.metrics.registry
+def failures(
+    service: LookupService, listener: str, chosen_by: str, protocol: str, error: str
+) -> float:
+    registry = service.metrics.registry
     labels = {"listener": listener, "chosen_by": chosen_by, "protocol": protocol, "error": error}
     return registry.get_sample_value("pulsar_broker_lookup_failures_total", labels) or 0.0
 
 
-def decide(plain: Router, name: str, topic: str = "persistent://t/n/x") -> Route:
-    return plain.decide(
-        plain.socket_route, name, None, protocol="binary", client="192.0.2.7:4000", topic=topic
-    )
-
-
 def test_decide_counts_and_logs_a_refused_name_once(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="pulsar_lookup_gateway.serving.service")
-    plain = router()
+    plain, service = serving()
     assert decide(plain, "") is plain.socket_route
-    assert decide(plain, "internal").listener == "internal"
-    with pytest.raises(LookupFailure) as refused:
-        decide(plain, "evil\nname")
-    assert refused.value.kind is FailureKind.LISTENER_NOT_FOUND
-    assert refused.value.logged  # the front end writes no second line
+    assert routed(decide(plain, "internal")).listener == "internal"
+    failure = refused(decide(plain, "evil\nname")).failure
+    assert failure.kind is FailureKind.LISTENER_NOT_FOUND
+    assert failure.logged  # the front end writes no second line
     # counted as a failed lookup, under the label of names the config does not declare
-    assert failures(plain, "undeclared", "explicit", "binary", "ServiceNotReady") == 1
+    assert failures(service, "undeclared", "explicit", "binary", "ServiceNotReady") == 1
     (line,) = [r.getMessage() for r in caplog.records]
-    assert "client=192.0.2.7:4000" in line and "evil\\nname" in line and "\n" not in line
+    assert f"client={CLIENT}" in line and "evil\\nname" in line and "\n" not in line
 
 
 def test_decide_checks_the_topic_name_before_the_listener_name() -> None:
     """As a broker: an invalid topic is InvalidTopicName whatever listener name comes with it,
     on binary as on HTTP (which parses the topic before it chooses)."""
-    plain = router()
-    with pytest.raises(LookupFailure) as refused:
-        decide(plain, "evil name", topic="persistent://no-namespace")
-    assert refused.value.kind is FailureKind.INVALID_TOPIC
-    assert failures(plain, "undeclared", "explicit", "binary", "InvalidTopicName") == 1
+    plain, service = serving()
+    failure = refused(decide(plain, "evil name", topic="persistent://no-namespace")).failure
+    assert failure.kind is FailureKind.INVALID_TOPIC
+    assert failures(service, "undeclared", "explicit", "binary", "InvalidTopicName") == 1
     # a valid name and an invalid topic: the route is taken; the service refuses the topic
-    assert decide(plain, "internal", topic="persistent://no-namespace").listener == "internal"
+    route = routed(decide(plain, "internal", topic="persistent://no-namespace"))
+    assert route.listener == "internal"
+    # a watch stream names its topics later: only the listener name is checked
+    assert refused(decide(plain, "evil name", topic=None)).failure.kind is (
+        FailureKind.LISTENER_NOT_FOUND
+    )
+
+
+def secured() -> Authenticator:
+    """`dmz` requires authentication; the other listeners do not."""
+    provider = TokenAuthenticationProvider(SECRET, "HS256")
+    return Authenticator([provider], required={"dmz": True})
+
+
+def token(role: str) -> bytes:
+    return jwt.encode({"sub": role}, SECRET, algorithm="HS256").encode()
+
+
+def test_a_named_listener_that_requires_authentication_needs_the_proof() -> None:
+    """A connection that proved nothing under its own listener may not name one that requires
+    authentication (binary: its CONNECT gave no credentials), and is counted and logged."""
+    plain, service = serving(authenticator=secured())
+    failure = refused(decide(plain, "dmz")).failure
+    assert failure.kind is FailureKind.NOT_AUTHENTICATED
+    assert "listener 'dmz' requires authentication" in failure.message
+    assert failure.logged
+    assert failures(service, "dmz", "explicit", "binary", "AuthenticationError") == 1
+    # what the connection proved carries over to the named listener
+    proved = Identity("producer", "token")
+    assert routed(decide(plain, "dmz", proof=Proof(identity=proved))).identity == proved
+    # the unnamed route keeps no identity unless one was proved
+    assert routed(decide(plain, None)).identity is None
+    assert routed(decide(plain, None, proof=Proof(identity=proved))).identity == proved
+
+
+def test_an_http_request_proves_itself_again_under_the_named_listener() -> None:
+    """HTTP requests present their credentials each time: they are checked under the named
+    listener's guard, and the role they prove is the route's."""
+    plain, service = serving(authenticator=secured())
+    good = Proof(credentials=Credentials(data=token("consumer")))
+    route = routed(decide(plain, "dmz", proof=good, protocol="http"))
+    assert route.identity is not None and route.identity.role == "consumer"
+    bad = Proof(credentials=Credentials(data=b"not-a-token"))
+    failure = refused(decide(plain, None, "dmz", proof=bad, protocol="http")).failure
+    assert failure.kind is FailureKind.NOT_AUTHENTICATED
+    assert failure.message.startswith("Unable to authenticate: ")
+    assert failures(service, "dmz", "header", "http", "AuthenticationError") == 1
+
+
+def test_a_named_listener_that_requires_a_client_certificate_needs_its_handshake() -> None:
+    """A listener whose TLS sockets require a trusted client certificate is answered for from
+    another socket only over a connection its own handshake served (ssl_object None: not)."""
+    certified = Authenticator(certificate_required=["dmz"])
+    plain = serving(authenticator=certified)[0]
+    failure = refused(decide(plain, "dmz")).failure
+    assert failure.kind is FailureKind.NOT_AUTHENTICATED
+    assert "listener 'dmz' requires a client certificate" in failure.message
+    assert routed(decide(plain, "edge")).listener == "edge"  # other listeners need none
