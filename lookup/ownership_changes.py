@@ -56,10 +56,7 @@ from pulsar_lookup_gateway.lookup.model import (
 from pulsar_lookup_gateway.lookup.resolve import LookupAnswer, ResponseKind, namespace_bundle
 from pulsar_lookup_gateway.lookup.topics import NamespaceName, TopicDomain, TopicName
 from pulsar_lookup_gateway.lookup.view import ClusterView
-from pulsar_lookup_gateway.lookup.write_keys import ALL as ALL
-from pulsar_lookup_gateway.lookup.write_keys import BROKERS as BROKERS
-from pulsar_lookup_gateway.lookup.write_keys import Key as Key
-from pulsar_lookup_gateway.lookup.write_keys import keys_of_path as keys_of_path
+from pulsar_lookup_gateway.lookup.write_keys import BROKERS, Key
 
 
 class TopicStateKind(StrEnum):
@@ -102,7 +99,7 @@ _UNOWNED_FAILURES = frozenset(
 TRANSIENT_FAILURES = frozenset({FailureKind.METADATA_UNAVAILABLE, FailureKind.TOO_MANY_REQUESTS})
 
 #: What an answer depends on, as keys the watch indexes topics by (lookup.write_keys: the one
-#: rule of what a write may change, re-exported here for the watch):
+#: rule of what a write may change, which the watch hears through the answer memo):
 #: ("ns", tenant, ns) policies and local policies; ("tenant", tenant) its admin roles;
 #: ("bundle", tenant, ns, bundle) the ownership node; ("children", tenant, ns) the list of
 #: ownership nodes; ("topics", tenant, ns) the topics that exist; ("broker", id) one

@@ -1,11 +1,12 @@
 """The ownership watch: the topics streams watch, each answered once for everyone who watches
 it with the same listener and role, and answered again when the metadata behind it changes.
 
-The metadata source writes every change into its ClusterView, which tells its observers the
-path (ClusterView.observe); `ownership_changes.keys_of_path` maps the path to the keys answers
-are indexed by, and only the topics under those keys are looked up again. A topic's new state
-is handed to its streams when it differs from the last one (a newer generation or another
-answer).
+The watch hears the metadata's writes through the process's answer memo (the service's
+serving.memo.AnswerMemo), with the keys its one rule (lookup.write_keys) maps each to: where
+the memo forgets the answers filed under a key, the watch looks the topics filed under it up
+again. A topic's new state is handed to its streams when it differs from the last one (a newer
+generation or another answer). The states topics share are a table of that memo, in its one
+byte budget.
 
 In three parts: this module (streams come and go; a write becomes the topics it concerns),
 serving.watch_index (what is watched, filed by what may change it), serving.watch_lookups
@@ -18,10 +19,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 
-from pulsar_lookup_gateway.lookup.ownership_changes import ALL, Key, keys_of_path
 from pulsar_lookup_gateway.lookup.selection import ListenerChoice
 from pulsar_lookup_gateway.lookup.topics import TopicName
-from pulsar_lookup_gateway.lookup.view import ClusterView
+from pulsar_lookup_gateway.lookup.write_keys import ALL, Key
 from pulsar_lookup_gateway.serving.collection_hold import CollectionHold
 from pulsar_lookup_gateway.serving.service import LookupService
 from pulsar_lookup_gateway.serving.watch_index import Sink, WatchedTopic, WatchIndex
@@ -34,13 +34,14 @@ SUBSCRIBE_YIELD_EVERY = 256  # topics a subscribe takes in before it lets other 
 class OwnershipWatch:
     def __init__(self, service: LookupService) -> None:
         self.service = service
-        self._index = WatchIndex()
+        self._memo = service.memo
+        self._index = WatchIndex(self._memo)
         self._hold = CollectionHold()
         self._lookups = WatchLookups(service, self._index, self._hold)
         self._dirty: set[Key] = set()
         self._appeared: set[str] = set()  # nodes (or parents + "/") written since the flush
         self._flush: asyncio.Handle | None = None
-        self._observed: ClusterView | None = None
+        self._hearing = False
 
     @property
     def topics(self) -> int:
@@ -92,9 +93,10 @@ class OwnershipWatch:
 
     async def close(self) -> None:
         self._hold.release()
-        if self._observed is not None:
-            self.service.source.view.unobserve(self._changed)  # (the view it was handed to)
-            self._observed = None
+        if self._hearing:
+            self._memo.stop_hearing(self._changed)
+            self._hearing = False
+        self._index.release()
         if self._flush is not None:
             self._flush.cancel()
         await self._lookups.close()
@@ -102,18 +104,19 @@ class OwnershipWatch:
     # -- changes --------------------------------------------------------------------------
 
     def _observe(self) -> None:
-        """Hear the source's writes (once; a source hands its observers to a view that
-        replaces this one)."""
-        if self._observed is None:
-            self._observed = self.service.source.view
-            self._observed.observe(self._changed)
+        """Hear the source's writes through the memo, which follows the current view (a
+        source hands its observers to a view that replaces this one)."""
+        if not self._hearing:
+            self._memo.hear_writes(self._changed)
+            self._hearing = True
+        self._memo.follow(self.service.source.view)
 
-    def _changed(self, path: str) -> None:
-        """A write to the view (on the loop): note its keys, look them up soon (all the
-        writes of one loop iteration together)."""
+    def _changed(self, path: str, keys: list[Key]) -> None:
+        """A write to the view (on the loop) and the keys it may change: look the topics
+        filed under them up soon (all the writes of one loop iteration together)."""
         if self._index.empty:
             return
-        self._dirty.update(keys_of_path(path))
+        self._dirty.update(keys)
         parent = path[:-1] if path.endswith("/") else path.rpartition("/")[0]
         if self._index.waits_under(parent):
             self._appeared.add(path)

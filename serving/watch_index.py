@@ -1,8 +1,9 @@
 """The ownership watch's index of what is watched: each topic watched with one listener choice
 and role (a WatchedTopic, shared by every stream that watches it), filed by the keys of the
 changes that may change its state (ownership_changes.depends_on), the topics not found by the
-nodes whose appearance may find them, and the bounded tables of what was told (states shared
-between topics, what a told owner's registration read).
+nodes whose appearance may find them, and what was told: the states topics share (a table
+of the process's answer memo, in its one byte budget, filed by bundle and forgotten by its
+rule) and what a told owner's registration read.
 
 No I/O, no tasks: the watch (serving.ownership_watch) asks it which topics a write concerns.
 """
@@ -16,7 +17,6 @@ from typing import Protocol
 from pulsar_lookup_gateway.lookup.errors import NodeNotLoaded
 from pulsar_lookup_gateway.lookup.ownership_changes import (
     ABSENT,
-    Key,
     TopicState,
     absence_paths,
     registration_print,
@@ -24,11 +24,15 @@ from pulsar_lookup_gateway.lookup.ownership_changes import (
 from pulsar_lookup_gateway.lookup.selection import ListenerChoice
 from pulsar_lookup_gateway.lookup.topics import TopicName
 from pulsar_lookup_gateway.lookup.view import ClusterView
+from pulsar_lookup_gateway.lookup.write_keys import Key, bundle_lower
+from pulsar_lookup_gateway.serving.memo import NAMESPACE_WIDE, AnswerMemo, place_of
 
 #: Topics not found under one list beyond which a write of the list walks the list, not them
 #: (640,000 made-up names checked one by one: ~0.2 s of the loop per ledger created).
 SCAN_LIST_ABOVE = 4096
-STATES_KEPT = 10_000  # distinct states shared between topics
+#: A shared state's objects besides its strings, in the memo's byte budget (the TopicState, the
+#: key tuple; the memo adds its own ENTRY_OVERHEAD for the slot and filing).
+STATE_BYTES = 150
 
 Route = tuple[ListenerChoice, str | None]  # (listener choice, role)
 
@@ -89,7 +93,7 @@ class WatchedTopic:
 
 
 class WatchIndex:
-    def __init__(self) -> None:
+    def __init__(self, memo: AnswerMemo) -> None:
         # route -> topic -> watched topic (a dict per route, not a key per topic)
         self._routes: dict[Route, dict[str, WatchedTopic]] = {}
         self.count = 0
@@ -97,7 +101,9 @@ class WatchIndex:
         # Topics not found, by the nodes whose appearance may change that: parent -> name ->
         # topics (a list written tells its parent: its watched names are checked in it).
         self._absent: dict[str, dict[str, set[WatchedTopic]]] = {}
-        self._states: dict[tuple[object, ...], TopicState] = {}
+        self._memo = memo
+        self._states_table = ("ownership watch states", id(self))
+        self._states: dict[tuple[object, ...], TopicState] = memo.table(self._states_table)
         self._prints: dict[str, object] = {}  # broker id -> registration_print
 
     @property
@@ -202,16 +208,26 @@ class WatchIndex:
 
     # -- what was told ----------------------------------------------------------------------
 
-    def share(self, state: TopicState) -> TopicState:
-        """The one object for `state`: topics of one bundle share it (a full garbage
-        collection walks each one)."""
+    def share(self, state: TopicState, topic: TopicName) -> TopicState:
+        """The one object for `state` of `topic`: topics of one bundle share it (a full
+        garbage collection walks each one). Kept in the memo under the topic's bundle (a
+        write of it makes new states), or its namespace for a state of no bundle."""
         key = (state, state.owner, state.bundle, state.message)
         shared = self._states.get(key)
-        if shared is None:
-            if len(self._states) >= STATES_KEPT:
-                self._states.clear()
-            shared = self._states[key] = state
-        return shared
+        if shared is not None:
+            return shared
+        lower = bundle_lower(state.bundle) if state.bundle is not None else None
+        place = place_of(
+            f"{topic.tenant}/{topic.namespace}", NAMESPACE_WIDE if lower is None else lower
+        )
+        urls = (state.service_url, state.service_url_tls, state.http_url, state.http_url_tls)
+        size = STATE_BYTES + len(state.message) + sum(len(url) for url in urls if url)
+        self._memo.remember(None, self._states, key, state, place, size)
+        return state
+
+    def release(self) -> None:
+        """Give the memo back the shared states (the watch is closed)."""
+        self._memo.release(self._states_table)
 
     def told_owner(self, view: ClusterView, owner: str) -> None:
         """Note what an owner's registration read, once an answer naming it was told."""

@@ -198,7 +198,7 @@ class WatchLookups:
             return
         if state.kind is TopicStateKind.OWNER and state.owner is not None:
             index.told_owner(self.service.source.view, state.owner)
-        entry.state = state = index.share(state)
+        entry.state = state = index.share(state, entry.topic)
         topic = entry.topic.full
         message = entry.message = state.message_json(topic)
         for sink in entry.watchers():

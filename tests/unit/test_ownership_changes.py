@@ -13,14 +13,12 @@ from hypothesis import strategies as st
 from pulsar_lookup_gateway.http_api.watch_stream import CONTROL_LIMIT, StreamState
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
 from pulsar_lookup_gateway.lookup.ownership_changes import (
-    ALL,
-    BROKERS,
     ErrorCode,
     TopicState,
     TopicStateKind,
     answered_state,
+    depends_on,
     failed_state,
-    keys_of_path,
     registration_print,
     supersedes,
 )
@@ -28,6 +26,7 @@ from pulsar_lookup_gateway.lookup.resolve import resolve
 from pulsar_lookup_gateway.lookup.selection import ChoiceSource, ListenerChoice
 from pulsar_lookup_gateway.lookup.topics import TopicName
 from pulsar_lookup_gateway.lookup.view import EVERY_PATH, ClusterView
+from pulsar_lookup_gateway.lookup.write_keys import ALL, keys_of_path
 from pulsar_lookup_gateway.metadata_store.synthetic import (
     broker_id,
     broker_node,
@@ -163,31 +162,30 @@ def test_messages_leave_out_what_the_lookup_gives_none_of() -> None:
     }  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    ("path", "keys"),
-    [
-        (OWNERSHIP, [("bundle", "public", "default", FIRST)]),
-        ("/namespace/public/default/", [("children", "public", "default")]),
-        ("/service_unit_state/public/default/b", [("bundle", "public", "default", "b")]),
-        ("/admin/policies/public/default", [("ns", "public", "default")]),
-        ("/admin/local-policies/public/default", [("ns", "public", "default")]),
-        ("/admin/policies/public", [("tenant", "public")]),
-        ("/admin/policies/public/", [("tenant", "public")]),
-        ("/admin/policies/", [ALL]),
-        ("/admin/clusters/east", [ALL]),
-        ("/admin/partitioned-topics/public/default/persistent/t",
-         [("topics", "public", "default")]),
-        ("/managed-ledgers/public/default/persistent/", [("topics", "public", "default")]),
-        (REGISTRATION, [("broker", broker_id(1))]),
-        ("/loadbalance/brokers/", [BROKERS]),
-        ("/loadbalance/leader", [("leader",)]),  # (no watch state reads it)
-        ("//", [ALL]),
-        (EVERY_PATH, [ALL]),
-        ("/somewhere/else", [ALL]),  # (lookup.write_keys: a stranger may be anything)
-    ],
-)  # fmt: skip
-def test_keys_of_a_written_path(path: str, keys: list[tuple[str, ...]]) -> None:
-    assert keys_of_path(path) == keys
+def test_a_state_is_filed_under_the_keys_the_write_rule_gives_its_nodes() -> None:
+    """The watch files a state by depends_on and hears writes by lookup.write_keys: the keys of
+    the nodes an owner's answer read are among its own, those of the nodes it never read not."""
+    owner = TopicState(TopicStateKind.OWNER, 5, owner=broker_id(1), bundle=FIRST)
+    keys = depends_on(TOPIC, owner)
+    read = [
+        OWNERSHIP,
+        REGISTRATION,
+        "/loadbalance/brokers/",
+        "/admin/policies/public/default",
+        "/admin/local-policies/public/default",
+        "/admin/policies/public",
+        EVERY_PATH,
+    ]
+    for path in read:
+        assert set(keys_of_path(path)) & (keys | {ALL}), path
+    unread = [
+        "/namespace/public/default/",  # (another bundle acquired or released)
+        "/namespace/public/default/0x40000000_0x80000000",
+        "/managed-ledgers/public/default/persistent/t",
+        "/loadbalance/leader",
+    ]
+    for path in unread:
+        assert not set(keys_of_path(path)) & keys, path
 
 
 def test_a_load_report_does_not_change_a_registrations_print() -> None:
