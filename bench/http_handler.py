@@ -7,7 +7,7 @@ same way in the same process. What wrk measures (bench.http_lookup) is mostly ai
 parsing and writing, which varies from run to run by more than the handler costs; this isolates
 the part that is ours. Request shapes: no listener named (the common case), `?listenerName=`,
 and the `X-Pulsar-ListenerName` header; each answered from the socket's memo of warm answers
-(http_api.answer_memo, as served) and by the full path (the memo off, as on a socket that
+(serving.memo, as served) and by the full path (the memo off, as on a socket that
 requires authentication).
 """
 

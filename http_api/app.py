@@ -27,7 +27,6 @@ from aiohttp import web
 
 from pulsar_lookup_gateway.brokers.link import BrokerLink
 from pulsar_lookup_gateway.http_api.admin_routes import AdminRoutes
-from pulsar_lookup_gateway.http_api.answer_memo import HttpAnswerMemo
 from pulsar_lookup_gateway.http_api.callers import Callers
 from pulsar_lookup_gateway.http_api.lookup_routes import LookupRoutes
 from pulsar_lookup_gateway.http_api.operations import OperationsRoutes
@@ -40,10 +39,11 @@ from pulsar_lookup_gateway.http_api.topic_paths import (
 )
 from pulsar_lookup_gateway.http_api.watch import PATH as WATCH_PATH
 from pulsar_lookup_gateway.http_api.watch import WatchEndpoint, watches_for
+from pulsar_lookup_gateway.serving.memo import SocketTables
 from pulsar_lookup_gateway.serving.service import LookupService
 
 #: The application's memo of warm lookup answers, where it has one (for tests and operators).
-ANSWER_MEMO = web.AppKey("answer_memo", HttpAnswerMemo)
+ANSWER_MEMO = web.AppKey("answer_memo", SocketTables)
 
 
 def build_app(
@@ -92,4 +92,5 @@ def build_app(
     )
     app.on_shutdown.append(watch.close_all)
     app.on_cleanup.append(watch.cleanup)
+    app.on_cleanup.append(lookups.release_memo)
     return app

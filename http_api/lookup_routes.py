@@ -5,23 +5,31 @@ A listener is chosen per request: `?listenerName=` wins over the `X-Pulsar-Liste
 header, which wins over the socket's route (the client's network or TLS server name, else the
 socket's listener); the route's guard says who must authenticate, and the role is authorized
 for the topic. A 307 goes to the target broker's web URL *for the chosen listener*
-(http_api.lookup_answers). Warm lookups are answered from the socket's memo
-(http_api.answer_memo), read and filled in `LookupRoutes.lookup` only."""
+(http_api.lookup_answers). Warm lookups are answered from the socket's tables in the process's
+answer memo (serving.memo), read and filled in `LookupRoutes.lookup` only.
+
+The answer to `GET /lookup/v2/topic/...` is a function of the raw request target (the topic
+and `?listenerName=`), the `X-Pulsar-ListenerName` header, the route the socket gives a
+request that names no listener, whether the request came over TLS (a redirect's scheme), and
+the cluster view. An entry is made from the full path's own answer, only when no write came
+while it ran (the mark) and it needed no credentials; it is filed under the topic's bundle
+(and, for a persistent topic, under the namespace's topic nodes: a topic that neither exists
+nor may be created answers 404), and forgotten by what a write may change, as binary answers
+are. Never memoised: failures (their count, log line and reason go through the service),
+redirects to a peer cluster (one of its hosts is chosen at random), requests on a route that
+requires authentication or a client certificate. The memo is not read while the service logs
+every answer (DEBUG) nor when admission has no room (the full path refuses the lookup), and a
+hit is counted in the service's tallies as the full path counts an answer."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
+from time import perf_counter
 from typing import Any, NamedTuple
 
 from aiohttp import web
 
 from pulsar_lookup_gateway.brokers.link import BrokerLink
-from pulsar_lookup_gateway.http_api.answer_memo import (
-    MAX_TARGET,
-    Entry,
-    HttpAnswerMemo,
-    open_guard,
-)
 from pulsar_lookup_gateway.http_api.callers import LISTENER_HEADER, Callers, principal
 from pulsar_lookup_gateway.http_api.errors import failure_response, json_error
 from pulsar_lookup_gateway.http_api.lookup_answers import (
@@ -32,14 +40,28 @@ from pulsar_lookup_gateway.http_api.lookup_answers import (
 )
 from pulsar_lookup_gateway.http_api.protocols import ProtocolLookups
 from pulsar_lookup_gateway.http_api.topic_paths import topic_of
+from pulsar_lookup_gateway.listeners.auth import ListenerGuard
 from pulsar_lookup_gateway.listeners.endpoints.client_origin import ClientOrigin
 from pulsar_lookup_gateway.listeners.routing import Refusal, Route
 from pulsar_lookup_gateway.lookup.errors import LookupFailure
 from pulsar_lookup_gateway.lookup.protocol_data import PROTOCOL_NAME_RULE, is_protocol_name
 from pulsar_lookup_gateway.lookup.resolve import LookupAnswer, ResponseKind
 from pulsar_lookup_gateway.lookup.selection import ListenerChoice
+from pulsar_lookup_gateway.lookup.topics import TopicDomain
 from pulsar_lookup_gateway.lookup.untrusted import printable
+from pulsar_lookup_gateway.serving.memo import Mark, SocketTables, place_of
+from pulsar_lookup_gateway.serving.metrics import LookupTally
 from pulsar_lookup_gateway.serving.service import LookupService
+
+MAX_TARGET = 1024  # longer request targets or header values take the full path every time
+#: A memoised answer: (respond, its argument, the tally it counts in, connect (not a redirect)).
+Entry = tuple[Callable[[Any], web.Response], Any, LookupTally, bool]
+
+
+def open_guard(guard: ListenerGuard) -> bool:
+    """Whether a route with `guard` takes requests without credentials or a certificate (its
+    answers do not depend on who asks)."""
+    return not guard.required and guard.certificate_of is None
 
 
 class _Answered(NamedTuple):
@@ -68,29 +90,40 @@ class LookupRoutes:
         # Warm lookups, not on a socket that requires authentication (every route of it does).
         # Where the route of requests that name no listener is the socket's own, its memo is
         # held here (when it needs no credentials): a hit then needs no routing decision.
-        self.memo: HttpAnswerMemo | None = None
+        self.memo: SocketTables | None = None
         self._socket_entries: dict[Hashable, Entry] | None = None
         if memoise and not callers.guard.required:
-            self.memo = HttpAnswerMemo(service)
+            self.memo = SocketTables(service.memo)
             router = callers.router
             if not router.located and open_guard(router.socket_route.guard):
-                self._socket_entries = self.memo.entries_for(router.socket_route.choice)
+                self._socket_entries = self.memo.table(router.socket_route.choice)
+
+    async def release_memo(self, _app: web.Application) -> None:
+        """Give back what this socket's tables hold (the application is cleaned up)."""
+        if self.memo is not None:
+            self.memo.release()
+
+    def _mark(self) -> Mark | None:
+        """Where the view is now, for a full path about to start; None when the memo may not
+        be read or filled now (the full path refuses the lookup, or logs each answer)."""
+        service = self.service
+        if not service.admission.has_room() or service.logs_each_answer:
+            return None
+        return service.memo.mark(service.source.view)
 
     async def lookup(self, request: web.Request) -> web.Response:
         """A warm lookup from the memo, else the full path (whose answer the memo keeps)."""
         memo, entries, key = self.memo, None, None
-        mark = memo.mark() if memo is not None else None
+        mark = self._mark() if memo is not None else None
         if mark is not None and (key := _memo_key(request)) is not None:
             entries = self._socket_entries
-            if entries is not None:
-                assert memo is not None
-                if (hit := memo.answer(entries, key)) is not None:
-                    return hit
+            if entries is not None and (hit := _memoised(entries, key)) is not None:
+                return hit
         unnamed, client = self.callers.unnamed(request)
         if key is not None and entries is None and open_guard(unnamed.guard):
             assert memo is not None
-            entries = memo.entries_for(unnamed.choice)
-            if (hit := memo.answer(entries, key)) is not None:
+            entries = memo.table(unnamed.choice)
+            if (hit := _memoised(entries, key)) is not None:
                 return hit
         answered = await self._answer(request, unnamed, client)
         if isinstance(answered, web.Response):
@@ -103,7 +136,14 @@ class LookupRoutes:
             connect = answer.response is ResponseKind.CONNECT
             tally = self.service.tally_for(route.choice, "http")
             size = len(key[0]) + len(key[1] or "") + len(argument)
-            memo.remember(mark, entries, key, size, (respond, argument, tally, connect))
+            topic = answer.topic
+            place = place_of(
+                str(topic.namespace_name),
+                answer.bundle.lower,
+                reads_topics=topic.domain is TopicDomain.PERSISTENT,  # (check_lookup_allowed)
+            )
+            entry = (respond, argument, tally, connect)
+            self.service.memo.remember(mark, entries, key, entry, place, size)
         return respond(argument)
 
     async def _answer(
@@ -172,8 +212,21 @@ class LookupRoutes:
         return web.Response(text=bundle.name)
 
 
+def _memoised(entries: dict[Hashable, Entry], key: Hashable) -> web.Response | None:
+    """The memoised answer to `key`, counted as the full path counts one; None if there is
+    none (call only after `_mark` gave a mark: it follows the view's writes)."""
+    entry = entries.get(key)
+    if entry is None:
+        return None
+    started = perf_counter()
+    respond, argument, tally, connect = entry
+    response = respond(argument)
+    tally.answered_together(1, perf_counter() - started, connect)
+    return response
+
+
 def _memo_key(request: web.Request) -> tuple[str, str | None, bool] | None:
-    """What a lookup's answer depends on in the request (http_api.answer_memo): its raw target
+    """What a lookup's answer depends on in the request (see the module's text): its raw target
     (path and query, from which aiohttp derives both), the listener header (as the routing
     decision reads it) and TLS (a redirect's scheme); None for targets too long to keep."""
     target = request.raw_path

@@ -47,6 +47,6 @@ class HttpSettings:
     #: the watch* keys (the ownership watch of the service's process, shared by its sockets,
     #: is made with the first socket's)
     watch: WatchSettings = WatchSettings()
-    #: warm lookups are answered from the socket's memo (http_api.answer_memo)
+    #: warm lookups are answered from the answer memo (serving.memo)
     memoise_lookups: bool = True
     listener_table: ListenerTable = no_listener_table

@@ -341,6 +341,40 @@ class AnswerMemo:
         self._bytes = max(0, self._bytes - count)
 
 
+class SocketTables:
+    """The tables of one front end (a socket's handlers, an HTTP application) in the memo, one
+    per route it answers for: made on first use, counted together, given back together."""
+
+    def __init__(self, memo: AnswerMemo) -> None:
+        self.memo = memo
+        self._routes: set[Hashable] = set()
+
+    def table(self, route: Hashable) -> dict[Any, Any]:
+        self._routes.add(route)
+        return self.memo.table((self, route))
+
+    def cold_table(self, route: Hashable) -> BundleAnswers:
+        self._routes.add(route)
+        return self.memo.cold_table((self, route))
+
+    def __len__(self) -> int:
+        return sum(len(self.memo.table((self, route))) for route in self._routes)
+
+    def entries(self) -> list[tuple[tuple[Hashable, Any], Any]]:
+        """((route, key), value) of every entry its tables hold (for tests and operators)."""
+        return [
+            ((route, key), value)
+            for route in self._routes
+            for key, value in self.memo.table((self, route)).items()
+        ]
+
+    def release(self) -> None:
+        """Give back what the tables hold (the front end is closed)."""
+        for route in self._routes:
+            self.memo.release((self, route))
+        self._routes.clear()
+
+
 class _Namespace:
     """One namespace of one cold table: its bundles' lower bounds, the bytes it holds, and per
     request shape (the request's bytes after its request id) the entry of each bundle (None:

@@ -7,7 +7,10 @@ sent over real sockets to sockets with the memo and to sockets without it, plain
 and requiring authentication, of two lookup services reading one real ZooKeeper. Between
 batches, ZooKeeper writes move, unload and take bundles and move a broker's address (each
 awaited in the view). Every answer is compared as bytes (status line, headers in order, body;
-the Date header aside), and at the end both services' lookup metrics hold the same counts."""
+the Date header aside), and at the end both services' lookup metrics hold the same counts.
+Answers are kept across the writes that cannot change them (another bundle's owner), and those
+of persistent topics go when the namespace's topic nodes change (auto-creation off: a topic
+that does not exist is 404)."""
 
 from __future__ import annotations
 
@@ -25,7 +28,6 @@ import jwt
 import pytest
 from kazoo.client import KazooClient
 
-from pulsar_lookup_gateway.http_api.answer_memo import HttpAnswerMemo
 from pulsar_lookup_gateway.http_api.app import ANSWER_MEMO, build_app
 from pulsar_lookup_gateway.http_api.server import HttpServer
 from pulsar_lookup_gateway.http_api.settings import HttpSettings
@@ -33,6 +35,7 @@ from pulsar_lookup_gateway.listeners.auth import Authenticator, TokenAuthenticat
 from pulsar_lookup_gateway.listeners.endpoints.addresses import Endpoint, Scheme
 from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec
 from pulsar_lookup_gateway.lookup.authorization import LookupAuthorizer
+from pulsar_lookup_gateway.lookup.errors import NodeNotLoaded
 from pulsar_lookup_gateway.lookup.networks import NetworkTable, parse_cidr
 from pulsar_lookup_gateway.lookup.selection import ClientRoutes
 from pulsar_lookup_gateway.metadata_store.admin import encode, seed
@@ -45,6 +48,7 @@ from pulsar_lookup_gateway.metadata_store.synthetic import (
 )
 from pulsar_lookup_gateway.metadata_store.url import parse_metadata_url
 from pulsar_lookup_gateway.metadata_store.zookeeper import ZooKeeperSource
+from pulsar_lookup_gateway.serving.memo import SocketTables
 from pulsar_lookup_gateway.serving.service import LookupService
 from tests.tls_pair import server_and_client
 
@@ -104,13 +108,30 @@ def moved_broker() -> dict[str, Any]:
     return node
 
 
+def no_auto_creation() -> dict[str, Any]:
+    policies = dict(nodes()[f"/admin/policies/{NS}"])
+    policies["autoTopicCreationOverride"] = {"allowAutoTopicCreation": False}
+    return policies
+
+
+LEDGER = f"/managed-ledgers/{NS}/persistent/{LOCALS[0]}"
 #: (what, path, new content or None to delete) written between batches.
 CHANGES: list[tuple[str, str, dict[str, Any] | None]] = [
     ("move the low bundle to b3", f"/namespace/{NS}/{LOW}", ownership_node(3)),
     ("b2 takes the unloading bundle", f"/namespace/{NS}/{HIGH}", ownership_node(2)),
+    ("auto-creation off", f"/admin/policies/{NS}", no_auto_creation()),
+    ("the low bundle's topic is created", LEDGER, {}),
+    (
+        "a partitioned topic is created",
+        f"/admin/partitioned-topics/{NS}/persistent/p",
+        {"partitions": 2},
+    ),
+    ("the low bundle's topic is deleted", LEDGER, None),
     ("the middle bundle's owner goes", f"/namespace/{NS}/{MID}", None),
     ("b2 moves its internal web address", "/loadbalance/brokers/b2:8080", moved_broker()),
 ]
+#: Writes that leave most kept answers in place (another bundle's owner).
+KEEPING = ("move the low bundle to b3", "b2 takes the unloading bundle")
 
 
 def write(zk: KazooClient, path: str, content: dict[str, Any] | None) -> None:
@@ -124,9 +145,17 @@ def write(zk: KazooClient, path: str, content: dict[str, Any] | None) -> None:
 
 async def shown(source: ZooKeeperSource, path: str, content: dict[str, Any] | None) -> None:
     """Wait until the view reads `content` at `path` (None: absent)."""
+    # (a topic's node counts where its parent's children list names it, or not: lookups read
+    # whether a topic exists from the list)
+    listed = path.startswith(("/managed-ledgers/", "/admin/partitioned-topics/"))
     for _ in range(int(WAIT / 0.01)):
         try:
             now = source.view.raw(path)
+            if listed and source.view.listed(path) != (content is not None):
+                now = "not listed yet"
+        except NodeNotLoaded as missing:  # (a node no lookup read yet)
+            await source.fetch(missing.path)
+            continue
         except Exception:
             now = "not loaded"
         if now == content:
@@ -226,7 +255,7 @@ class Side:
 
     service: LookupService
     connections: dict[str, Connection]
-    memos: list[HttpAnswerMemo]
+    memos: list[SocketTables]
 
 
 #: (socket name, its listener, TLS); the listener that requires tokens has no memo on its
@@ -264,7 +293,7 @@ async def side(
     )
     trusted = NetworkTable.build([(parse_cidr("127.0.0.0/8"), True)])
     connections: dict[str, Connection] = {}
-    memos: list[HttpAnswerMemo] = []
+    memos: list[SocketTables] = []
     for name, listener, secure in SOCKETS:
         spec = SocketSpec(
             Endpoint(Scheme.HTTPS if secure else Scheme.HTTP, HOST, 0), listener, name
@@ -328,8 +357,13 @@ async def test_memoised_http_answers_equal_full_answers_across_view_changes(
             batches = [("start", "", None), *CHANGES]
             for label, path, content in batches:
                 if path:
+                    held = {(id(m), k): e for m in memoised.memos for k, e in m.entries()}
                     write(zk_admin, path, content)
                     await shown(source, path, content)
+                    now = {(id(m), k): e for m in memoised.memos for k, e in m.entries()}
+                    kept = sum(now.get(key) is entry for key, entry in held.items())
+                    if label in KEEPING:  # (a kept answer made again would be another object)
+                        assert kept > 0, f"{label} dropped the other bundles' answers"
                 for name in memoised.connections:
                     for request in pinned() * 2:
                         with_memo = await memoised.connections[name].ask(request)
