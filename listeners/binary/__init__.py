@@ -46,8 +46,9 @@ The package, from the socket inwards:
   graceful stop; the handlers its connections share (handlers.py, one per command family).
 - connection.py: the asyncio.Protocol of one connection: framing, its state (state.py:
   awaiting CONNECT, authenticating, connected, closing), flow control and keep-alive.
-- handshake.py: CONNECT and credentials. lookups.py: LOOKUP, in full or from the memo of warm
-  answers (answer_frames.py builds the answer frames). broker_requests.py: partitioned metadata,
+- handshake.py: CONNECT and credentials. lookups.py: LOOKUP, in full or from the process's
+  answer memo (serving.memo; listeners.protocol.lookup_frames reads the requests and writes the
+  answer frames at the byte level). broker_requests.py: partitioned metadata,
   topic lists and schemas (forwarding.py: what they ask of a broker). requests.py runs each
   request (a coroutine that ends in its answer frame); replies.py turns failures into frames.
 """

@@ -4,7 +4,9 @@ decoder (differential, hypothesis) and against golden bytes."""
 
 from __future__ import annotations
 
+import re
 import struct
+from pathlib import Path
 from typing import Any
 
 from hypothesis import given
@@ -337,3 +339,18 @@ def test_answer_frames_write_what_the_codec_writes(request_id: int, url: str) ->
         request_id, response=LookupType.Redirect, broker_url=url, authoritative=False
     )
     assert AnswerFrames().frame(request_id, answer) == expected
+
+
+def test_no_product_module_outside_the_protocol_package_reads_varint_bits() -> None:
+    """The wire format is read by hand in listeners/protocol/ only (the codec, wire.py and this
+    fast path): a varint's continuation bit tested anywhere else is a second reader of it."""
+    root = Path(__file__).resolve().parents[2]
+    continuation = re.compile(r"&\s*(0x80|128)\b")
+    found = [
+        str(path.relative_to(root))
+        for folder in ("gateway", "http_api", "brokers", "listeners", "serving", "lookup", "zones")
+        for path in sorted((root / folder).rglob("*.py"))
+        if "protocol" not in path.relative_to(root).parts
+        and continuation.search(path.read_text(encoding="utf-8"))
+    ]
+    assert found == []
