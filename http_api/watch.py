@@ -3,13 +3,13 @@
 The upgrade request is routed and authenticated as a lookup is (http_api.callers: the listener
 from `listenerName`, `X-Pulsar-ListenerName`, then the socket's rules; `Authorization: Bearer`
 or the TLS client certificate); each topic is authorized as a lookup of it. The answers come
-from lookup.ownership_watch, one per (topic, listener, role) for every stream that watches it;
-a stream keeps at most one unsent message per topic (lookup.watch_stream).
+from serving.ownership_watch, one per (topic, listener, role) for every stream that watches it;
+a stream keeps at most one unsent message per topic (http_api.watch_stream).
 
-Client -> server: `subscribe`, `unsubscribe`, `update_token` (JSON text frames, at most
-`watchMaxFrameBytes`). Server -> client: `owner`, `unowned`, `error` (per topic, or for the
-stream and then a close: 4001 unauthenticated or token expired, 4008 a limit, 1008 a malformed
-request, 1011 a failure of ours), `update_token_response`.
+Client -> server (http_api.watch_requests): `subscribe`, `unsubscribe`, `update_token` (JSON
+text frames, at most `watchMaxFrameBytes`). Server -> client: `owner`, `unowned`, `error` (per
+topic, or for the stream and then a close: 4001 unauthenticated or token expired, 4008 a
+limit, 1008 a malformed request, 1011 a failure of ours), `update_token_response`.
 
 What a stranger can hold is bounded: streams per client address and per role, topics per
 stream, the frame size, one batch of lookups in flight per stream (its next request is read
@@ -43,14 +43,16 @@ from prometheus_client import Gauge
 from pulsar_lookup_gateway.http_api.callers import Callers
 from pulsar_lookup_gateway.http_api.errors import failure_response, json_error
 from pulsar_lookup_gateway.http_api.settings import WatchSettings
+from pulsar_lookup_gateway.http_api.watch_requests import (
+    LIMIT_EXCEEDED,
+    UNAUTHENTICATED,
+    WatchRequests,
+)
 from pulsar_lookup_gateway.http_api.watch_stream import StreamState
-from pulsar_lookup_gateway.listeners.auth import AuthenticationFailed, Credentials, Identity
+from pulsar_lookup_gateway.listeners.auth import Identity
 from pulsar_lookup_gateway.listeners.endpoints.client_origin import ClientOrigin
 from pulsar_lookup_gateway.listeners.routing import Refusal, Route
 from pulsar_lookup_gateway.lookup.errors import LookupFailure
-from pulsar_lookup_gateway.lookup.ownership_changes import ErrorCode
-from pulsar_lookup_gateway.lookup.topics import TopicName
-from pulsar_lookup_gateway.lookup.untrusted import printable
 from pulsar_lookup_gateway.serving.metrics import PREFIX
 from pulsar_lookup_gateway.serving.ownership_watch import OwnershipWatch
 from pulsar_lookup_gateway.serving.service import LookupService
@@ -58,13 +60,7 @@ from pulsar_lookup_gateway.serving.service import LookupService
 log = logging.getLogger(__name__)
 
 PATH = "/lookup/v2/watch"
-# Close codes (RFC 6455 leaves 4000-4999 to applications).
-UNAUTHENTICATED = 4001
-LIMIT_EXCEEDED = 4008
 CLOSE_TIMEOUT = 2.0  # seconds a closing stream waits for the client's close frame
-#: Invalid names of one subscribe told one by one; the rest are counted in one more error.
-INVALID_TOLD = 16
-YIELD_EVERY = 256  # names a subscribe parses before it lets other streams run
 #: A stream's kernel send buffer (Linux doubles it): what a client that reads nothing leaves
 #: queued there, so that what it does not take waits coalesced in the stream instead.
 SEND_BUFFER = 64 * 1024
@@ -270,6 +266,9 @@ class _SendQueue:
 
 
 class _Stream:
+    """One WebSocket stream: reads its requests (WatchRequests), sends what the hub hands it,
+    closes it (a limit, an expired token, a client that reads nothing, shutdown)."""
+
     def __init__(
         self,
         watches: Watches,
@@ -295,7 +294,12 @@ class _Stream:
         self._expiry: asyncio.TimerHandle | None = None
         self._closing = False
         self._tasks: set[asyncio.Task[None]] = set()
+        self._requests = WatchRequests(self, self.hub)
         self.reason = "client"
+
+    @property
+    def closing(self) -> bool:
+        return self._closing
 
     # -- the hub's sink -----------------------------------------------------------------------
 
@@ -322,7 +326,7 @@ class _Stream:
                 if message.type is not WSMsgType.TEXT:
                     await self.fail("bad_request", "requests are JSON text frames", 1003)
                     break
-                await self._request(message.data)
+                await self._requests.handle(message.data)
                 if self._closing:
                     break
         except Exception:  # a bug of ours: the client is told, the process goes on
@@ -339,117 +343,12 @@ class _Stream:
             self.hub.unsubscribe(self, list(self.state.topics), self.route.choice, self.role)
             self.metrics.closed.labels(self.reason).inc()
 
-    async def _request(self, text: str) -> None:
-        try:
-            request = json.loads(text)
-        except ValueError:
-            return await self.fail("bad_request", "a request is a JSON object", 1008)
-        kind = request.get("type") if isinstance(request, dict) else None
-        if kind in ("subscribe", "unsubscribe"):
-            topics = request.get("topics")
-            if not isinstance(topics, list) or not all(isinstance(t, str) for t in topics):
-                return await self.fail(
-                    "bad_request", f"{kind}: 'topics' is a list of topic names", 1008
-                )
-            if kind == "subscribe":
-                return await self._subscribe(topics)
-            return self._unsubscribe(topics)
-        if kind == "update_token":
-            token = request.get("token")
-            if not isinstance(token, str):
-                return await self.fail("bad_request", "update_token: 'token' is a string", 1008)
-            return await self._update_token(token)
-        shown = printable(str(kind), 40) if isinstance(kind, str) else "none"
-        await self.fail(
-            "bad_request",
-            f"unknown request type '{shown}' (subscribe, unsubscribe, update_token)",
-            1008,
-        )
+    def reauthenticated(self, identity: Identity) -> None:
+        """A token of the same role was accepted: it expires when that one does."""
+        self.identity = identity
+        self._schedule_expiry()
 
-    async def _subscribe(self, names: list[str]) -> None:
-        state = self.state
-        limit = state.max_topics
-        if len(names) > limit:  # (refused before any work per name)
-            return await self._too_many(limit)
-        topics: dict[str, TopicName] = {}
-        invalid = 0
-        untold: tuple[str, str] | None = None  # the first invalid name not told on its own
-        for count, name in enumerate(names, 1):
-            if count % YIELD_EVERY == 0:
-                await asyncio.sleep(0)  # (other streams' messages go out meanwhile)
-                if self._closing:
-                    return
-            try:
-                topic = TopicName.parse(name)
-            except LookupFailure as failure:
-                invalid += 1
-                if invalid <= INVALID_TOLD:
-                    self._invalid(name, failure.message)
-                elif untold is None:
-                    untold = (name, failure.message)
-                continue
-            topics.setdefault(topic.full, topic)
-        if untold is not None:
-            name, message = untold
-            more = invalid - INVALID_TOLD - 1
-            if more:
-                message += f"; and {more} more invalid names in this subscribe, not told one by one"
-            self._invalid(name, message)
-        if self._closing:
-            return
-        if not state.room_for(topics):
-            return await self._too_many(limit)
-        for full in topics:
-            state.add(full)
-        # (topics watched already are told again: one message per topic after a subscribe)
-        await self.hub.subscribe(self, topics.values(), self.route.choice, self.role)
-
-    def _invalid(self, name: str, message: str) -> None:
-        # (the name as given, cut short: an invalid name may be any size)
-        self._control(
-            {"type": "error", "topic": printable(name), "code": ErrorCode.INVALID_TOPIC.value,
-             "message": message}
-        )  # fmt: skip
-
-    async def _too_many(self, limit: int) -> None:
-        await self.fail(
-            "limit_exceeded",
-            f"a stream watches at most {limit} topics (watchMaxTopicsPerStream)",
-            LIMIT_EXCEEDED,
-        )
-
-    def _unsubscribe(self, names: list[str]) -> None:
-        gone = []
-        for name in names:
-            try:
-                full = TopicName.parse(name).full
-            except LookupFailure:
-                continue  # (never watched)
-            if self.state.remove(full):
-                gone.append(full)
-        self.hub.unsubscribe(self, gone, self.route.choice, self.role)
-
-    async def _update_token(self, token: str) -> None:
-        guard = self.route.guard
-        if guard.required:
-            try:
-                identity = guard.authenticate(Credentials(data=token.encode("ascii", "replace")))
-            except AuthenticationFailed as failed:
-                return await self.fail(
-                    "unauthenticated", f"Unable to authenticate: {failed.reason}",
-                    UNAUTHENTICATED,
-                )  # fmt: skip
-            if identity is None or identity.role != self.role:
-                # As Pulsar's brokers refresh credentials: the role may not change.
-                return await self.fail(
-                    "unauthenticated", "the new token is for another role",
-                    UNAUTHENTICATED,
-                )  # fmt: skip
-            self.identity = identity
-            self._schedule_expiry()
-        self._control({"type": "update_token_response"})
-
-    def _control(self, body: dict[str, object]) -> None:
+    def control(self, body: dict[str, object]) -> None:
         if self._closing:
             return  # (told why already, or about to be: once)
         if not self.state.offer_control(json.dumps(body)):

@@ -1,0 +1,162 @@
+"""A watch stream's requests: the JSON text frames a client sends (`subscribe`, `unsubscribe`,
+`update_token`), checked and acted on for one stream (http_api.watch's `_Stream`, which sends
+and closes). A malformed request closes the stream with 1008, too many topics with 4008, a
+token that does not authenticate (or is another role's) with 4001; an invalid topic name is an
+error for that name, the stream stays open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Protocol
+
+from pulsar_lookup_gateway.http_api.watch_stream import StreamState
+from pulsar_lookup_gateway.listeners.auth import AuthenticationFailed, Credentials, Identity
+from pulsar_lookup_gateway.listeners.routing import Route
+from pulsar_lookup_gateway.lookup.errors import LookupFailure
+from pulsar_lookup_gateway.lookup.ownership_changes import ErrorCode
+from pulsar_lookup_gateway.lookup.topics import TopicName
+from pulsar_lookup_gateway.lookup.untrusted import printable
+from pulsar_lookup_gateway.serving.ownership_watch import OwnershipWatch
+
+# Close codes (RFC 6455 leaves 4000-4999 to applications).
+UNAUTHENTICATED = 4001
+LIMIT_EXCEEDED = 4008
+#: Invalid names of one subscribe told one by one; the rest are counted in one more error.
+INVALID_TOLD = 16
+YIELD_EVERY = 256  # names a subscribe parses before it lets other streams run
+
+
+class Stream(Protocol):
+    """What requests act on: the stream's topics, route and role, and its way to the client."""
+
+    state: StreamState
+    route: Route
+    role: str | None
+
+    @property
+    def closing(self) -> bool: ...
+    def deliver(self, topic: str, message: str) -> None: ...
+    def control(self, body: dict[str, object]) -> None: ...
+    def reauthenticated(self, identity: Identity) -> None: ...
+    async def fail(self, code: str, message: str, close_code: int) -> None: ...
+
+
+class WatchRequests:
+    def __init__(self, stream: Stream, hub: OwnershipWatch) -> None:
+        self.stream = stream
+        self.hub = hub
+
+    async def handle(self, text: str) -> None:
+        stream = self.stream
+        try:
+            request = json.loads(text)
+        except ValueError:
+            return await stream.fail("bad_request", "a request is a JSON object", 1008)
+        kind = request.get("type") if isinstance(request, dict) else None
+        if kind in ("subscribe", "unsubscribe"):
+            topics = request.get("topics")
+            if not isinstance(topics, list) or not all(isinstance(t, str) for t in topics):
+                return await stream.fail(
+                    "bad_request", f"{kind}: 'topics' is a list of topic names", 1008
+                )
+            if kind == "subscribe":
+                return await self._subscribe(topics)
+            return self._unsubscribe(topics)
+        if kind == "update_token":
+            token = request.get("token")
+            if not isinstance(token, str):
+                return await stream.fail("bad_request", "update_token: 'token' is a string", 1008)
+            return await self._update_token(token)
+        shown = printable(str(kind), 40) if isinstance(kind, str) else "none"
+        await stream.fail(
+            "bad_request",
+            f"unknown request type '{shown}' (subscribe, unsubscribe, update_token)",
+            1008,
+        )
+
+    async def _subscribe(self, names: list[str]) -> None:
+        stream = self.stream
+        state = stream.state
+        limit = state.max_topics
+        if len(names) > limit:  # (refused before any work per name)
+            return await self._too_many(limit)
+        topics: dict[str, TopicName] = {}
+        invalid = 0
+        untold: tuple[str, str] | None = None  # the first invalid name not told on its own
+        for count, name in enumerate(names, 1):
+            if count % YIELD_EVERY == 0:
+                await asyncio.sleep(0)  # (other streams' messages go out meanwhile)
+                if stream.closing:
+                    return
+            try:
+                topic = TopicName.parse(name)
+            except LookupFailure as failure:
+                invalid += 1
+                if invalid <= INVALID_TOLD:
+                    self._invalid(name, failure.message)
+                elif untold is None:
+                    untold = (name, failure.message)
+                continue
+            topics.setdefault(topic.full, topic)
+        if untold is not None:
+            name, message = untold
+            more = invalid - INVALID_TOLD - 1
+            if more:
+                message += f"; and {more} more invalid names in this subscribe, not told one by one"
+            self._invalid(name, message)
+        if stream.closing:
+            return
+        if not state.room_for(topics):
+            return await self._too_many(limit)
+        for full in topics:
+            state.add(full)
+        # (topics watched already are told again: one message per topic after a subscribe)
+        await self.hub.subscribe(stream, topics.values(), stream.route.choice, stream.role)
+
+    def _invalid(self, name: str, message: str) -> None:
+        # (the name as given, cut short: an invalid name may be any size)
+        self.stream.control(
+            {"type": "error", "topic": printable(name), "code": ErrorCode.INVALID_TOPIC.value,
+             "message": message}
+        )  # fmt: skip
+
+    async def _too_many(self, limit: int) -> None:
+        await self.stream.fail(
+            "limit_exceeded",
+            f"a stream watches at most {limit} topics (watchMaxTopicsPerStream)",
+            LIMIT_EXCEEDED,
+        )
+
+    def _unsubscribe(self, names: list[str]) -> None:
+        stream = self.stream
+        gone = []
+        for name in names:
+            try:
+                full = TopicName.parse(name).full
+            except LookupFailure:
+                continue  # (never watched)
+            if stream.state.remove(full):
+                gone.append(full)
+        self.hub.unsubscribe(stream, gone, stream.route.choice, stream.role)
+
+    async def _update_token(self, token: str) -> None:
+        stream = self.stream
+        guard = stream.route.guard
+        if guard.required:
+            try:
+                identity = guard.authenticate(Credentials(data=token.encode("ascii", "replace")))
+            except AuthenticationFailed as failed:
+                return await stream.fail(
+                    "unauthenticated", f"Unable to authenticate: {failed.reason}",
+                    UNAUTHENTICATED,
+                )  # fmt: skip
+            if identity is None or identity.role != stream.role:
+                # As Pulsar's brokers refresh credentials: the role may not change.
+                return await stream.fail(
+                    "unauthenticated", "the new token is for another role",
+                    UNAUTHENTICATED,
+                )  # fmt: skip
+            stream.reauthenticated(identity)
+        stream.control({"type": "update_token_response"})
