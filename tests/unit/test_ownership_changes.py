@@ -339,3 +339,27 @@ async def test_a_ledger_written_in_a_namespace_re_looks_up_only_the_topic_it_cre
     finally:
         await watch.close()
         await source.close()
+
+
+async def test_the_states_topics_share_are_held_in_the_services_memo(tmp_path: Any) -> None:
+    """The watch counts its shared states in the process's one byte budget, and gives them
+    back when it closes (the service's own answers stay)."""
+    from pulsar_lookup_gateway.metadata_store.file import FileSource
+    from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
+    from pulsar_lookup_gateway.serving.ownership_watch import OwnershipWatch
+    from pulsar_lookup_gateway.serving.service import LookupService
+
+    path = tmp_path / "cluster.json"
+    write_snapshot(path, cluster(brokers=2, owned={FIRST: 1}))
+    source = FileSource(path, poll_interval=3600)
+    await source.start()
+    service = LookupService(source, declared_listeners=["internal", "external"])
+    watch = OwnershipWatch(service)
+    try:
+        await watch.subscribe(Collected(), [TOPIC], EXTERNAL, None)
+        with_states = service.memo.bytes_held
+        await watch.close()
+        assert 0 < service.memo.bytes_held < with_states
+    finally:
+        await watch.close()
+        await source.close()
