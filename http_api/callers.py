@@ -5,6 +5,8 @@ request says: listeners.routing)."""
 
 from __future__ import annotations
 
+import functools
+
 from aiohttp import web
 
 from pulsar_lookup_gateway.http_api.errors import failure_response, json_error
@@ -88,10 +90,9 @@ class Callers:
         explicit = request.query.get("listenerName") if request.query_string else None
         header = request.headers.get(LISTENER_HEADER)
         if explicit or header:  # (credentials are read again only for a named listener)
-            ssl_object = _ssl_object(request)
-            proof = Proof(ssl_object, identity, _credentials(request, ssl_object))
+            proof = Proof(identity, presented=functools.partial(_presented, request))
         else:
-            proof = Proof(identity=identity) if identity is not None else NO_PROOF
+            proof = Proof(identity) if identity is not None else NO_PROOF
         facts = Facts(unnamed, "http", client, explicit, header, topic, proof)
         return self.router.decide(facts)
 
@@ -156,6 +157,12 @@ class Callers:
 def _ssl_object(request: web.Request) -> object:
     transport = request.transport
     return transport.get_extra_info("ssl_object") if transport is not None else None
+
+
+def _presented(request: web.Request) -> tuple[object, Credentials]:
+    """The request's TLS session and credentials (for a named listener that demands more)."""
+    ssl_object = _ssl_object(request)
+    return ssl_object, _credentials(request, ssl_object)
 
 
 def _credentials(request: web.Request, ssl_object: object) -> Credentials:

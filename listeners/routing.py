@@ -21,6 +21,7 @@ answer them."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pulsar_lookup_gateway.listeners.auth import (
@@ -71,23 +72,31 @@ class Route:
         return self.choice.source
 
 
+#: What an HTTP request presents: its TLS session and its credentials (read when asked).
+Presented = Callable[[], tuple[object, Credentials]]
+
+
 @dataclass(frozen=True, slots=True)
 class Proof:
-    """What a connection (or request) proved under its unnamed route's guard."""
+    """What a connection (or request) proved under its unnamed route's guard, and what it
+    presents to a named listener that demands more."""
 
-    ssl_object: object = None  # its TLS session: the handshake that served it, its certificate
     identity: Identity | None = None  # the role it authenticated as (None: none was required)
-    #: HTTP: the request's credentials, checked again under a named listener's guard that
-    #: requires authentication. None (binary): CONNECT's were checked once, under the socket's.
-    credentials: Credentials | None = None
+    #: Binary: the connection's TLS session (the handshake that served it, its certificate);
+    #: CONNECT's credentials were checked once, under the socket's guard.
+    ssl_object: object = None
+    #: HTTP: the request's TLS session and credentials, read only where a named listener's
+    #: guard demands more than the unnamed route's (each request presents its own).
+    presented: Presented | None = None
 
 
 NO_PROOF = Proof()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Facts:
-    """What a request says, and what its connection proved."""
+    """What a request says, and what its connection proved. (Made per request and read once:
+    not frozen, as making a frozen dataclass costs several times as much.)"""
 
     unnamed: Route  # the route of the connection or request where it names no listener
     protocol: str  # "binary", "http": a metric label
@@ -239,16 +248,19 @@ def _proved(route: Route, proof: Proof) -> Identity | None:
     """Who the request is under `route`'s guard, a named listener's that demands more than its
     unnamed route's; raises LookupFailure(NOT_AUTHENTICATED) without the proof it demands."""
     guard = route.guard
-    if guard.certificate_missing(proof.ssl_object):
+    ssl_object, credentials = (
+        proof.presented() if proof.presented is not None else (proof.ssl_object, None)
+    )
+    if guard.certificate_missing(ssl_object):
         raise not_authenticated(
             f"listener '{route.listener}' requires a client certificate presented to its own "
             "TLS socket or server name"
         )
     if not guard.required:
         return None
-    if proof.credentials is not None:  # (HTTP: each request presents its own)
+    if credentials is not None:  # (HTTP: each request presents its own)
         try:
-            return guard.authenticate(proof.credentials)
+            return guard.authenticate(credentials)
         except AuthenticationFailed as failed:
             raise not_authenticated(failed.reason) from None
     if proof.identity is None:

@@ -220,10 +220,10 @@ def test_an_http_request_proves_itself_again_under_the_named_listener() -> None:
     """HTTP requests present their credentials each time: they are checked under the named
     listener's guard, and the role they prove is the route's."""
     plain, service = serving(authenticator=secured())
-    good = Proof(credentials=Credentials(data=token("consumer")))
+    good = Proof(presented=lambda: (None, Credentials(data=token("consumer"))))
     route = routed(decide(plain, "dmz", proof=good, protocol="http"))
     assert route.identity is not None and route.identity.role == "consumer"
-    bad = Proof(credentials=Credentials(data=b"not-a-token"))
+    bad = Proof(presented=lambda: (None, Credentials(data=b"not-a-token")))
     failure = refused(decide(plain, None, "dmz", proof=bad, protocol="http")).failure
     assert failure.kind is FailureKind.NOT_AUTHENTICATED
     assert failure.message.startswith("Unable to authenticate: ")
