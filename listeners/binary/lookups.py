@@ -32,7 +32,7 @@ from pulsar_lookup_gateway.listeners.routing import Facts, Proof, Refusal, Route
 from pulsar_lookup_gateway.lookup.errors import LookupFailure, NodeNotLoaded
 from pulsar_lookup_gateway.lookup.resolve import LookupAnswer, ResponseKind
 from pulsar_lookup_gateway.lookup.selection import ListenerChoice
-from pulsar_lookup_gateway.serving.memo import BundleAnswers, place_of
+from pulsar_lookup_gateway.serving.memo import BundleAnswers, SocketTables, place_of
 from pulsar_lookup_gateway.serving.metrics import LookupTally
 from pulsar_lookup_gateway.serving.service import LookupService
 
@@ -49,20 +49,16 @@ class Lookups:
         self._frames = AnswerFrames()
         # The process's answer memo (the service's): this socket's tables in it, per choice.
         self.memo = service.memo
-        self._choices: set[ListenerChoice] = set()
+        self._tables = SocketTables(service.memo)
 
     def tables(self, choice: ListenerChoice) -> tuple[Memo, BundleAnswers]:
         """The memo tables of this socket's unauthenticated connections of `choice`: warm
         LOOKUPs by their bytes, and cold ones by their bundle."""
-        self._choices.add(choice)
-        name = (self, choice)
-        return self.memo.table(name), self.memo.cold_table(name)
+        return self._tables.table(choice), self._tables.cold_table(choice)
 
     def close(self) -> None:
         """Give back what this socket's tables hold (the socket is closed)."""
-        for choice in self._choices:
-            self.memo.release((self, choice))
-        self._choices.clear()
+        self._tables.release()
 
     # -- the full path ------------------------------------------------------------------
 
@@ -74,6 +70,8 @@ class Lookups:
         out: list[bytes],
         memo_key: bytes | None = None,
     ) -> None:
+        """`memo_key`: the request's key in the session's memo table, when its answer may be
+        kept there (lookup_frames.split_lookup of a canonical request)."""
         route = session.route
         # "" when absent (the C++ and Go clients always send the field): the common case.
         if body.advertised_listener_name:
@@ -92,7 +90,8 @@ class Lookups:
                 out.append(lookup_failed(body.request_id, decided.failure))
                 return
             route = decided
-        runner.run(self._frame(session, body, route, memo_key), body.request_id, lookup_failed, out)
+        frame = self._frame(session, body, route, memo_key)
+        runner.run(frame, body.request_id, lookup_failed, out)
 
     async def _frame(
         self, session: Session, body: CommandLookupTopic, route: Route, memo_key: bytes | None
