@@ -439,8 +439,9 @@ class BundleAnswers:
             shape = len(tail) + SLOT_BYTES * len(lowers) + OVERHEAD_BYTES
             if len(namespace.by_tail) >= MAX_TAILS or not memo._take_cold(self, prefix, shape):
                 return
-            if self._namespaces.get(prefix) is not namespace:
-                return  # (room was made by forgetting this very namespace)
+            if self._namespaces.get(prefix) is not namespace:  # (room was made by forgetting
+                memo._give_back_cold(self, prefix, shape)  # this very namespace)
+                return
             namespace.held += shape
             entries = namespace.by_tail[tail] = [None] * len(lowers)
         index = bisect_right(lowers, lower) - 1

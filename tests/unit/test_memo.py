@@ -356,3 +356,18 @@ def test_what_a_dropped_cold_namespace_held_is_given_back() -> None:
         view.set_children("/namespace/public/default", [f"x{n}"])
         answers.remember(topic_in(0), SHAPE, BUNDLES.boundaries, 0, "again")
     assert memo.bytes_held == held
+
+
+def test_a_cold_namespace_pushed_out_by_its_own_new_shape_leaves_no_bytes_behind() -> None:
+    shape_bytes = len(SHAPE) + memo_module.SLOT_BYTES * 4 + memo_module.OVERHEAD_BYTES
+    prefix = b"persistent://public/default"
+    held = len(prefix) + memo_module.SLOT_BYTES * 4 + memo_module.OVERHEAD_BYTES + shape_bytes
+    memo = AnswerMemo(max_bytes=held + shape_bytes - 1)  # room for one namespace, one shape
+    memo.follow(ClusterView.from_snapshot(cluster()))
+    cold = memo.cold_table("choice")
+    lower = BUNDLES.ranges[0].lower
+    cold.remember(topic_in(0), SHAPE, BUNDLES.boundaries, lower, "first")
+    assert memo.bytes_held == held
+    cold.remember(topic_in(0), b"\x18\x01", BUNDLES.boundaries, lower, "second shape")
+    assert cold.entry(topic_in(0), SHAPE) is None  # (pushed out to make room)
+    assert memo.bytes_held == 0 and cold.prefixes() == []
