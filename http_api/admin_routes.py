@@ -80,7 +80,7 @@ class AdminRoutes:
             brokers = mode_name != "PERSISTENT" and (
                 system or not is_system_service_namespace(namespace)
             )
-            read = await self.service.rest_topics(
+            read = await self.service.namespaces.rest_topics(
                 namespace,
                 role=role,
                 system=system,

@@ -12,11 +12,9 @@ not checked.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import time
 from collections.abc import Callable, Collection, Iterator
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pulsar_lookup_gateway.lookup.authorization import LookupAuthorizer
@@ -27,7 +25,6 @@ from pulsar_lookup_gateway.lookup.auto_creation import (
     lookup_allowed,
     topic_not_found,
 )
-from pulsar_lookup_gateway.lookup.bundle_owners import bundles_with_owners, holder_of
 from pulsar_lookup_gateway.lookup.bundles import BundleRange
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure, NodeNotLoaded
 from pulsar_lookup_gateway.lookup.protocol_data import ProtocolAnswer, resolve_protocol
@@ -41,11 +38,10 @@ from pulsar_lookup_gateway.lookup.resolve import (
 )
 from pulsar_lookup_gateway.lookup.selection import NO_ROUTES, ClientRoutes, ListenerChoice
 from pulsar_lookup_gateway.lookup.source import MetadataSource
-from pulsar_lookup_gateway.lookup.topic_list import TopicLister, TopicListing, parse_namespace
+from pulsar_lookup_gateway.lookup.topic_list import TopicLister
 from pulsar_lookup_gateway.lookup.topics import (
     NamespaceName,
     TopicName,
-    is_system_service_namespace,
 )
 from pulsar_lookup_gateway.lookup.untrusted import printable
 from pulsar_lookup_gateway.lookup.view import ClusterView
@@ -53,6 +49,7 @@ from pulsar_lookup_gateway.serving.admission import Admission
 from pulsar_lookup_gateway.serving.log_throttle import FirstSeen
 from pulsar_lookup_gateway.serving.memo import NAMESPACE_WIDE, AnswerMemo, place_of
 from pulsar_lookup_gateway.serving.metrics import LookupMetrics, LookupTally
+from pulsar_lookup_gateway.serving.namespace_queries import NamespaceQueries
 from pulsar_lookup_gateway.serving.refusals import TOPIC_IN_LOG, Refusals, lookup_line
 
 log = logging.getLogger(__name__)
@@ -108,6 +105,8 @@ class LookupService:
         # Refused lookups, counted and logged on this logger: the service's own failures, and
         # the routing decisions' refusals (listeners.routing) before the service was asked.
         self.refusals = Refusals(self.metrics, self._labels, log)
+        # A namespace's topics (binary and REST lists), read through this service.
+        self.namespaces = NamespaceQueries(self)
 
     @property
     def logs_each_answer(self) -> bool:
@@ -142,7 +141,7 @@ class LookupService:
             if answer is None:
                 name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
                 policy = self.policy
-                answer = await self._read(lambda view: resolve(name, choice, view, policy))
+                answer = await self.read(lambda view: resolve(name, choice, view, policy))
                 place = (answer.topic.namespace_name, answer.bundle.lower)
                 self._keep(self._answers, key, answer, place)
         except LookupFailure as exc:
@@ -205,7 +204,7 @@ class LookupService:
         if (role, full) in self._allowed:
             return
         name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
-        await self._read(lambda view: authorizer.check(role, name, view))
+        await self.read(lambda view: authorizer.check(role, name, view))
         # (the view the check just read: its policies and its tenant's)
         self._keep(self._allowed, (role, full), True, (name.namespace_name, NAMESPACE_WIDE))
 
@@ -231,7 +230,7 @@ class LookupService:
             name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
             if role is not None:
                 await self.authorize(name, role)
-            return await self._read(lambda view: read(name, view))
+            return await self.read(lambda view: read(name, view))
 
     @contextlib.contextmanager
     def admitted(self) -> Iterator[None]:
@@ -245,7 +244,7 @@ class LookupService:
         finally:
             admission.pending -= 1
 
-    async def _read(self, read: Callable[[ClusterView], T]) -> T:
+    async def read(self, read: Callable[[ClusterView], T]) -> T:
         """Run a pure read; fetch whatever node it lacks and run it again."""
         for _ in range(MAX_FETCHES_PER_LOOKUP):
             try:
@@ -256,86 +255,16 @@ class LookupService:
             FailureKind.METADATA_UNAVAILABLE, "metadata kept changing while it was read; retry"
         )
 
-    # -- topic lists, partitioned metadata and auto-creation ---------------------------------
-    # The rules are in lookup.topic_list and lookup.auto_creation; the front ends forward to a
-    # broker what these answer with AskBroker (or a mode other than PERSISTENT).
+    # -- partitioned metadata and auto-creation ------------------------------------------
+    # The rules are in lookup.auto_creation; the front ends forward to a broker what these
+    # answer with AskBroker.
 
     #: Pulsar's allowAutoTopicCreation* / defaultNumPartitions keys (the gateway sets them).
     auto_creation: AutoCreationSettings = AutoCreationSettings()
-    _topic_lister: TopicLister | None = None
-
-    @property
-    def topic_lister(self) -> TopicLister:
-        if self._topic_lister is None:
-            self._topic_lister = TopicLister()
-        return self._topic_lister
 
     def configure_topics(self, auto_creation: AutoCreationSettings, lister: TopicLister) -> None:
         self.auto_creation = auto_creation
-        self._topic_lister = lister
-
-    async def topics_of_namespace(
-        self,
-        namespace: str,
-        *,
-        pattern: str | None = None,
-        client_hash: str | None = None,
-        role: str | None = None,
-    ) -> TopicListing:
-        """The namespace's persistent topics (GET_TOPICS_OF_NAMESPACE, mode PERSISTENT). A
-        namespace that does not exist lists no topics, as the broker's binary answer does."""
-        name = await self.namespace_access(namespace, role=role)
-        with self.admitted():
-            lister = self.topic_lister
-            return await self._read(lambda view: lister.listing(view, name, pattern, client_hash))
-
-    async def rest_topics(
-        self,
-        namespace: str,
-        *,
-        role: str | None = None,
-        system: bool = False,
-        persistent: bool = True,
-        holders: bool = False,
-    ) -> RestTopics:
-        """What the REST topic list (Namespaces.getTopics) reads from the metadata store:
-        NAMESPACE_NOT_FOUND for a namespace that does not exist; with `persistent`, its
-        persistent topics (through the lister's cache: a repeated request costs no rebuild),
-        system topics only when `system` (includeSystemTopic), and none at all of a system
-        service namespace without it (BrokerService.isSystemTopic); with `holders`, the
-        brokers to ask for its non-persistent topics (lookup.bundle_owners)."""
-        name = await self.namespace_access(namespace, role=role)
-        with self.admitted():
-            if not await self._read(lambda v: v.policies(name) is not None):
-                raise LookupFailure(FailureKind.NAMESPACE_NOT_FOUND, "Namespace does not exist")
-            topics: tuple[str, ...] = ()
-            if persistent and (system or not is_system_service_namespace(str(name))):
-                lister = self.topic_lister
-                listing = await self._read(lambda v: lister.listing(v, name, system=system))
-                topics = listing.topics
-            brokers = await self._holders(name) if holders else frozenset()
-        return RestTopics(name, topics, brokers)
-
-    async def _holders(self, name: NamespaceName) -> frozenset[str] | None:
-        """The brokers holding `name`'s bundles (None: unknown); each bundle is its own read,
-        so a namespace of many bundles may fetch as many ownership nodes."""
-        bundles = await self._read(lambda view: bundles_with_owners(view, name))
-        if bundles is None:
-            return None
-        brokers: set[str] = set()
-        for bundle in bundles.ranges:
-            holder = await self._read(functools.partial(holder_of, namespace=name, bundle=bundle))
-            if holder is not None:
-                brokers.add(holder)
-        return frozenset(brokers)
-
-    async def namespace_access(self, namespace: str, *, role: str | None = None) -> NamespaceName:
-        """The parsed namespace, once `role` (None: no authentication) may list its topics."""
-        name = parse_namespace(namespace)
-        authorizer = self.authorizer
-        if role is not None and authorizer is not None:
-            await self._read(lambda view: authorizer.check_namespace(role, name, view))
-        return name
+        self.namespaces.lister = lister
 
     async def partition_metadata(
         self, topic: str | TopicName, *, client_creation: bool, role: str | None = None
@@ -354,7 +283,7 @@ class LookupService:
         """An HTTP lookup of a persistent topic that neither exists nor may be created fails
         with TOPIC_NOT_FOUND (404), as the broker's web service answers."""
         settings = self.auto_creation
-        if not await self._read(lambda view: lookup_allowed(topic, view, settings)):
+        if not await self.read(lambda view: lookup_allowed(topic, view, settings)):
             raise topic_not_found(topic)
 
     # -- protocol handlers (lookup.protocol_data) ---------------------------------------------
@@ -382,15 +311,3 @@ class LookupService:
                     printable(", ".join(answer.unparsed), TOPIC_IN_LOG),
                 )
         return answer
-
-
-@dataclass(frozen=True, slots=True)
-class RestTopics:
-    """The metadata store's part of a REST topic list: the namespace, its persistent topics
-    (sorted), and the brokers (ids) that hold its bundles, None where the gateway cannot
-    tell (every live broker is asked then)."""
-
-    namespace: NamespaceName
-    persistent: tuple[str, ...]
-    holders: frozenset[str] | None
-

@@ -117,7 +117,7 @@ class TopicsOfNamespace(_BrokerBacked):
         pattern = body.topics_pattern if body.HasField("topics_pattern") else None
         client_hash = body.topics_hash if body.HasField("topics_hash") else None
         if body.mode != CommandGetTopicsOfNamespace.PERSISTENT:
-            namespace = await self._service.namespace_access(body.namespace, role=session.role)
+            namespace = await self._service.namespaces.access(body.namespace, role=session.role)
             with _waiting_on_broker(session):
                 return await self._broker().topics_of_namespace(
                     body.request_id,
@@ -128,7 +128,7 @@ class TopicsOfNamespace(_BrokerBacked):
                     properties=[(item.key, item.value) for item in body.properties],
                     principal=session.principal,
                 )
-        listing = await self._service.topics_of_namespace(
+        listing = await self._service.namespaces.topics_of_namespace(
             body.namespace, pattern=pattern, client_hash=client_hash, role=session.role
         )
         return codec.get_topics_of_namespace_response(

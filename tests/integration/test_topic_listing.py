@@ -297,20 +297,20 @@ async def test_a_new_topic_is_listed_through_the_children_watch(
     await source.start()
     service = LookupService(source)
     try:
-        first = await service.topics_of_namespace("public/default")
+        first = await service.namespaces.topics_of_namespace("public/default")
         assert list(first.topics) == TOPICS
         zk_admin.create(f"{LEDGERS}/refunds", b"")
 
         async def listed() -> bool:
-            again = await service.topics_of_namespace("public/default")
+            again = await service.namespaces.topics_of_namespace("public/default")
             return "persistent://public/default/refunds" in again.topics
 
         await eventually(listed)
         reads = source.reads
-        await service.topics_of_namespace("public/default")
+        await service.namespaces.topics_of_namespace("public/default")
         assert source.reads == reads  # answered from the watched list
         # A namespace nobody created lists nothing and costs no read.
-        assert (await service.topics_of_namespace("public/ghost")).topics == ()
+        assert (await service.namespaces.topics_of_namespace("public/ghost")).topics == ()
         assert source.reads == reads
     finally:
         await source.close()
