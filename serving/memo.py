@@ -89,7 +89,9 @@ class AnswerMemo:
         self._cold: dict[Hashable, BundleAnswers] = {}
         # place -> the entries filed there, in the order places were first filed
         self._filed: OrderedDict[Place, _Filed] = OrderedDict()
-        self._places_of: dict[str, set[Place]] = {}  # namespace -> its places filed
+        # (namespace, whether they read its topics) -> its places filed: a topic node's write
+        # (every ledger roll) finds the few places it drops without looking at the others
+        self._places_of: dict[tuple[str, bool], set[Place]] = {}
         # cold namespaces, oldest first: (table, topic prefix) -> None
         self._cold_order: OrderedDict[tuple[BundleAnswers, bytes], None] = OrderedDict()
         self._bytes = 0
@@ -227,23 +229,22 @@ class AnswerMemo:
             answers.forget_bundle(namespace, lower)
 
     def forget_namespace(self, namespace: str) -> None:
-        for place in self._places_of.pop(namespace, ()):
-            self._drop(self._filed.pop(place, ()))
+        for reads_topics in (False, True):
+            for place in self._places_of.pop((namespace, reads_topics), ()):
+                self._drop(self._filed.pop(place, ()))
         for answers in self._cold.values():
             answers.forget_namespace(namespace)
 
     def _forget_tenant(self, tenant: str) -> None:
         prefix = tenant + "/"
-        for namespace in [name for name in self._places_of if name.startswith(prefix)]:
+        for namespace in {name for name, _ in self._places_of if name.startswith(prefix)}:
             self.forget_namespace(namespace)
         for answers in self._cold.values():
             answers.forget_tenant(tenant)
 
     def _forget_topics(self, namespace: str) -> None:
-        places = self._places_of.get(namespace)
-        if places:
-            for place in [place for place in places if place[2]]:
-                self._unfile(place, self._filed.pop(place, []))
+        for place in self._places_of.pop((namespace, True), ()):
+            self._drop(self._filed.pop(place, ()))
 
     def clear(self) -> None:
         for table in self._tables.values():
@@ -305,9 +306,9 @@ class AnswerMemo:
         filed = self._filed.get(place)
         if filed is None:
             filed = self._filed[place] = []
-            places = self._places_of.get(place[0])
+            places = self._places_of.get((place[0], place[2]))
             if places is None:
-                places = self._places_of[place[0]] = set()
+                places = self._places_of[(place[0], place[2])] = set()
             places.add(place)
         filed.append((table, key, size))
         self._bytes += size
@@ -315,11 +316,11 @@ class AnswerMemo:
     def _unfile(self, place: Place, filed: _Filed) -> None:
         """Drop the entries filed under `place` (taken out of the filing already)."""
         self._drop(filed)
-        places = self._places_of.get(place[0])
+        places = self._places_of.get((place[0], place[2]))
         if places is not None:
             places.discard(place)
             if not places:
-                del self._places_of[place[0]]
+                del self._places_of[(place[0], place[2])]
 
     def _drop(self, filed: _Filed | tuple[()]) -> None:
         for table, key, size in filed:
