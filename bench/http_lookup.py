@@ -4,6 +4,7 @@ handler that returns the same body without doing anything, measured in the same 
     .venv/bin/python -m bench.http_lookup [--duration 5] [--connections 32] [--rounds 3]
                                           [--generator auto|wrk|aiohttp]
                                           [--loop auto|asyncio|uvloop] [--no-write]
+                                          [--writes PER_SECOND]
 
 Each server runs alone in a child process (one event loop, like the gateway), behind the same
 HttpServer class, so the only difference is the handler: the gateway parses the topic, chooses
@@ -16,6 +17,10 @@ turn, --rounds times, the order swapped every round (a shared machine's load dri
 figures are the medians and the ratios those of each round. Both servers run on the same event
 loop: uvloop where it is importable (--loop auto), else asyncio's. Results go to BENCHMARKS.md
 under "## HTTP lookups".
+
+With --writes N the gateway's child makes N metadata writes a second that change nothing of
+the measured answer (a broker's load report, another bundle's owner), as a live cluster does:
+what a memo that forgets only what a write changes is worth.
 """
 
 from __future__ import annotations
@@ -46,7 +51,13 @@ from pulsar_lookup_gateway.http_api.settings import HttpSettings
 from pulsar_lookup_gateway.listeners.endpoints.addresses import Endpoint, Scheme
 from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec
 from pulsar_lookup_gateway.metadata_store.file import FileSource
-from pulsar_lookup_gateway.metadata_store.synthetic import cluster, topic_in_range
+from pulsar_lookup_gateway.metadata_store.synthetic import (
+    broker_id,
+    broker_node,
+    cluster,
+    ownership_node,
+    topic_in_range,
+)
 from pulsar_lookup_gateway.serving.service import LookupService
 
 OWNED = {
@@ -58,6 +69,7 @@ OWNED = {
 TOPIC = topic_in_range(0x40000000, 0x80000000).rsplit("/", 1)[1]
 PATH = f"/lookup/v2/topic/persistent/public/default/{TOPIC}"
 LISTENER = "external"
+OTHER_BUNDLE = "0x80000000_0xc0000000"  # not the measured topic's bundle
 SECTION = "## HTTP lookups"
 
 
@@ -102,13 +114,36 @@ def resolve_loop(loop: str) -> str:
     return "uvloop" if importlib.util.find_spec("uvloop") is not None else "asyncio"
 
 
-def _serve(kind: str, snapshot: str, body: bytes, conn: Connection, loop_name: str) -> None:
-    """Child process: serve until the parent says stop; answer CPU-time questions."""
+async def _unrelated_writes(source: FileSource, per_second: float) -> None:
+    """Metadata writes that change nothing of the measured topic's answer, as a live cluster
+    makes them all the time: a broker's load report rewrites its registration, and another
+    bundle of the namespace changes owner (alternately)."""
+    count = 0
+    while True:
+        await asyncio.sleep(1 / per_second)
+        count += 1
+        if count % 2:
+            source.view.put_json(
+                f"/loadbalance/brokers/{broker_id(2)}", broker_node(2, usage=count % 97 / 100)
+            )
+        else:
+            owner = 3 if count % 4 else 2
+            source.view.put_json(f"/namespace/public/default/{OTHER_BUNDLE}", ownership_node(owner))
+
+
+def _serve(
+    kind: str, snapshot: str, body: bytes, conn: Connection, loop_name: str, writes: float = 0
+) -> None:
+    """Child process: serve until the parent says stop; answer CPU-time questions. `writes`:
+    unrelated metadata writes per second while it serves (the gateway only)."""
 
     async def run() -> None:
         source: FileSource | None = None
+        writer: asyncio.Task[None] | None = None
         if kind == "gateway":
             server, source = await _gateway(Path(snapshot))
+            if writes > 0:
+                writer = asyncio.create_task(_unrelated_writes(source, writes))
         else:
             server = await _baseline(body)
         await server.start()
@@ -118,6 +153,8 @@ def _serve(kind: str, snapshot: str, body: bytes, conn: Connection, loop_name: s
             assert message == "cpu"
             times = os.times()
             conn.send(times.user + times.system)
+        if writer is not None:
+            writer.cancel()
         await server.stop(5)
         if source is not None:
             await source.close()
@@ -208,7 +245,9 @@ async def measure(
 ) -> Result:
     context = multiprocessing.get_context("spawn")
     parent, child = context.Pipe()
-    process = context.Process(target=_serve, args=(kind, str(snapshot), body, child, args.loop))
+    process = context.Process(
+        target=_serve, args=(kind, str(snapshot), body, child, args.loop, args.writes)
+    )
     process.start()
     loop = asyncio.get_running_loop()
     try:
@@ -355,6 +394,12 @@ def main(argv: list[str]) -> int:
         help="both servers' event loop (auto: uvloop where importable)",
     )
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (medians)")
+    parser.add_argument(
+        "--writes",
+        type=float,
+        default=0,
+        help="unrelated metadata writes per second in the gateway while measured",
+    )
     parser.add_argument("--no-write", action="store_true", help="do not update BENCHMARKS.md")
     parser.add_argument("--out", type=Path, default=Path("BENCHMARKS.md"))
     args = parser.parse_args(argv)
