@@ -27,7 +27,9 @@ COPY pyproject.toml README.md ./
 COPY gateway ./gateway
 COPY zones ./zones
 COPY http_api ./http_api
+COPY brokers ./brokers
 COPY listeners ./listeners
+COPY serving ./serving
 COPY metadata_store ./metadata_store
 COPY lookup ./lookup
 COPY tls ./tls
