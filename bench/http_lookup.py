@@ -4,7 +4,7 @@ handler that returns the same body without doing anything, measured in the same 
     .venv/bin/python -m bench.http_lookup [--duration 5] [--connections 32] [--rounds 3]
                                           [--generator auto|wrk|aiohttp]
                                           [--loop auto|asyncio|uvloop] [--no-write]
-                                          [--writes PER_SECOND]
+                                          [--writes PER_SECOND] [--topics N]
 
 Each server runs alone in a child process (one event loop, like the gateway), behind the same
 HttpServer class, so the only difference is the handler: the gateway parses the topic, chooses
@@ -20,13 +20,15 @@ under "## HTTP lookups".
 
 With --writes N the gateway's child makes N metadata writes a second that change nothing of
 the measured answer (a broker's load report, another bundle's owner), as a live cluster does:
-what a memo that forgets only what a write changes is worth.
+what a memo that forgets only what a write changes is worth. With --topics N (wrk only) the load
+asks N distinct topics of the namespace in turn (a Lua script), as many clients do.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import importlib.util
 import json
 import multiprocessing
@@ -37,7 +39,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -173,6 +175,26 @@ class Result:
     errors: int
 
 
+def _topics_script(count: int) -> Path:
+    """A wrk script that asks `count` distinct topics of the namespace in turn (spread over
+    its bundles by their hash, as real topic names are)."""
+    paths = ", ".join(f'"/lookup/v2/topic/persistent/public/default/t{n}"' for n in range(count))
+    script = Path(tempfile.mkdtemp()) / "topics.lua"
+    script.write_text(
+        f"local paths = {{{paths}}}\n"
+        "local requests, i = nil, 0\n"
+        "request = function()\n"
+        "  if requests == nil then\n"  # (made once: formatting each request costs wrk more)
+        "    requests = {}\n"
+        '    for n, path in ipairs(paths) do requests[n] = wrk.format("GET", path) end\n'
+        "  end\n"
+        "  i = i % #requests + 1\n"
+        "  return requests[i]\n"
+        "end\n"
+    )
+    return script
+
+
 # -- load generators ---------------------------------------------------------------------------
 
 _WRK_RPS = re.compile(r"Requests/sec:\s+([\d.]+)")
@@ -181,10 +203,14 @@ _WRK_TOTAL = re.compile(r"(\d+) requests in")
 _WRK_ERRORS = re.compile(r"Non-2xx or 3xx responses:\s+(\d+)|Socket errors:.*?(\d+)")
 
 
-async def _wrk(url: str, duration: float, connections: int) -> tuple[float, float, int, int]:
+async def _wrk(
+    url: str, duration: float, connections: int, script: str | None = None
+) -> tuple[float, float, int, int]:
     command = [
         "wrk", "-t1", f"-c{connections}", f"-d{max(1, round(duration))}s", "--latency", url,
     ]  # fmt: skip
+    if script is not None:
+        command[1:1] = ["-s", script]
     process = await asyncio.create_subprocess_exec(
         *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
     )
@@ -255,7 +281,11 @@ async def measure(
             raise RuntimeError(f"{name}: the server did not start")
         port = parent.recv()
         url = f"http://127.0.0.1:{port}{PATH}"
-        load = _wrk if args.generator == "wrk" else _aiohttp_load
+        load: Callable[[str, float, int], Awaitable[tuple[float, float, int, int]]]
+        if args.topics > 1:  # (main() requires wrk for it)
+            load = functools.partial(_wrk, script=args.script)
+        else:
+            load = _wrk if args.generator == "wrk" else _aiohttp_load
         await load(url, args.warmup, args.connections)
         parent.send("cpu")
         cpu_before = parent.recv()
@@ -395,6 +425,12 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (medians)")
     parser.add_argument(
+        "--topics",
+        type=int,
+        default=1,
+        help="distinct topics the load asks for, in turn (more than 1 needs wrk)",
+    )
+    parser.add_argument(
         "--writes",
         type=float,
         default=0,
@@ -406,6 +442,12 @@ def main(argv: list[str]) -> int:
     if args.generator == "auto":
         args.generator = "wrk" if shutil.which("wrk") else "aiohttp"
     args.loop = resolve_loop(args.loop)
+    args.script = None
+    if args.topics > 1:
+        if shutil.which("wrk") is None:
+            parser.error("--topics needs wrk (the Debian package)")
+        args.generator = "wrk"
+        args.script = str(_topics_script(args.topics))
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
 
