@@ -128,10 +128,18 @@ class AnswerMemo:
         """Drop the tables called `name` (their front end is closed)."""
         table = self._tables.pop(name, None)
         if table is not None:
-            for filed in self._filed.values():
-                for entry in filed:
-                    if entry[0] is table and table.pop(entry[1], None) is not None:
-                        self._bytes -= entry[2]
+            emptied = []
+            for place, filed in self._filed.items():
+                kept = [entry for entry in filed if entry[0] is not table]
+                if len(kept) != len(filed):
+                    for held, key, size in filed:
+                        if held is table and table.pop(key, None) is not None:
+                            self._bytes -= size
+                    filed[:] = kept  # (the filing no longer holds the table's keys alive)
+                    if not kept:
+                        emptied.append(place)
+            for place in emptied:
+                self._unfile(place, self._filed.pop(place))
             table.clear()
         answers = self._cold.pop(name, None)
         if answers is not None:

@@ -96,10 +96,11 @@ class OwnershipWatch:
         if self._hearing:
             self._memo.stop_hearing(self._changed)
             self._hearing = False
-        self._index.release()
         if self._flush is not None:
             self._flush.cancel()
         await self._lookups.close()
+        # (after the lookups end: one still running would file its state in a released table)
+        self._index.release()
 
     # -- changes --------------------------------------------------------------------------
 

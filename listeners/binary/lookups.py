@@ -39,6 +39,15 @@ from pulsar_lookup_gateway.serving.service import LookupService
 log = logging.getLogger(__package__)
 
 
+def answer_may_be_shared(route: Route, session: Session) -> bool:
+    """Whether the answer for `route` may be given from the memo to every session that shares
+    this one's table: the session's own route (they all proved what it needs), or a named
+    listener that needs no credentials and no client certificate (a session that proved
+    neither would otherwise get from the memo what decide() refuses it)."""
+    guard = route.guard
+    return route is session.route or (not guard.required and guard.certificate_of is None)
+
+
 class Lookups:
     """The LOOKUPs of every connection of one socket."""
 
@@ -112,7 +121,11 @@ class Lookups:
                     f"{answer.listener.name} listener"
                 ),
             )
-        if memo_key is not None and session.memo is not None:
+        if (
+            memo_key is not None
+            and session.memo is not None
+            and answer_may_be_shared(route, session)
+        ):
             self._remember(session, session.memo, memo_key, answer)
         return self._frames.frame(body.request_id, answer)
 

@@ -5,6 +5,8 @@ read before a write out, and which topics a cold entry answers."""
 
 from __future__ import annotations
 
+import gc
+import weakref
 import zlib
 
 from pulsar_lookup_gateway.lookup.bundles import NamespaceBundles
@@ -242,6 +244,30 @@ def test_a_released_table_gives_its_bytes_back() -> None:
     kept.memo.release("http")
     kept.memo.release("binary")
     assert kept.memo.bytes_held == 0 and kept.memo.table("binary") is not kept.warm
+
+
+class _Key:
+    """A key that can be watched for being freed (bytes and str cannot be weakly referenced)."""
+
+
+def test_a_released_table_keeps_nothing_of_its_own_alive() -> None:
+    """A front end made and closed again and again (sockets, applications) leaves nothing in
+    the memo's filing: neither its keys nor its table stay referenced once it is released."""
+    kept = Kept()
+    mark = kept.memo.mark(kept.view)
+    held = kept.memo.bytes_held
+    keys = [_Key() for _ in range(50)]
+    freed = [weakref.ref(key) for key in keys]
+    for _ in range(3):
+        table = kept.memo.table("closing socket")
+        for key in keys:
+            kept.memo.remember(mark, table, key, "answer", place_of("public/default", 0), 10)
+        kept.memo.release("closing socket")
+    del keys, key, table
+    gc.collect()
+    assert [ref() for ref in freed] == [None] * 50
+    assert kept.memo.bytes_held == held
+    assert kept.held() == set(Kept.PLACES)  # (what others filed at the same place is kept)
 
 
 # -- the one byte budget ---------------------------------------------------------------------

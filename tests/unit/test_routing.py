@@ -14,6 +14,8 @@ from pulsar_lookup_gateway.listeners.auth import (
     Identity,
     TokenAuthenticationProvider,
 )
+from pulsar_lookup_gateway.listeners.binary.lookups import answer_may_be_shared
+from pulsar_lookup_gateway.listeners.binary.session import Session
 from pulsar_lookup_gateway.listeners.endpoints.client_origin import ClientOrigin
 from pulsar_lookup_gateway.listeners.routing import (
     NAME_SHOWN,
@@ -239,3 +241,16 @@ def test_a_named_listener_that_requires_a_client_certificate_needs_its_handshake
     assert failure.kind is FailureKind.NOT_AUTHENTICATED
     assert "listener 'dmz' requires a client certificate" in failure.message
     assert routed(decide(plain, "edge")).listener == "edge"  # other listeners need none
+
+
+def test_a_binary_answer_is_shared_in_the_memo_only_where_every_sharer_may_have_it() -> None:
+    """Unauthenticated connections of one socket and route share a memo table keyed by the
+    request's bytes: an answer for a named listener that demands a client certificate is not
+    kept there (a connection without one would get it from the memo, past decide())."""
+    plain = serving(authenticator=Authenticator(certificate_required=["dmz"]))[0]
+    session = Session(ClientOrigin.of_peer(("192.0.2.7", 4000)), plain.socket_route)
+    assert answer_may_be_shared(session.route, session)
+    assert answer_may_be_shared(routed(decide(plain, "edge")), session)
+    demanding = plain.socket_route.guard.joined(plain.guard.authenticator.for_listener("dmz"))
+    named = Route(routed(decide(plain, "edge")).choice, demanding)
+    assert demanding.certificate_of == "dmz" and not answer_may_be_shared(named, session)
