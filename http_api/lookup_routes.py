@@ -159,9 +159,8 @@ class LookupRoutes:
             if isinstance(route, Refusal):
                 return failure_response(route.failure)
             choice = route.choice
-            role = route.identity.role if route.identity is not None else None
             answer = await self.service.lookup(
-                topic, choice, protocol="http", role=role, client=client
+                topic, choice, protocol="http", role=route.role, client=client
             )
             if answer.peer_cluster is None:  # (another cluster's topics are not in our store)
                 # As the broker's web service: after the namespace checks and authorization,
@@ -193,8 +192,7 @@ class LookupRoutes:
             route = callers.decide(request, unnamed, client, topic, identity)
             if isinstance(route, Refusal):
                 return failure_response(route.failure)
-            choice = route.choice
-            role = route.identity.role if route.identity is not None else None
+            choice, role = route.choice, route.role
             answer = await self.protocols.answer(
                 topic, choice, protocol, role=role, principal=principal(request, role)
             )

@@ -71,6 +71,11 @@ class Route:
     def chosen_by(self) -> ChoiceSource:
         return self.choice.source
 
+    @property
+    def role(self) -> str | None:
+        """The role the request proved under this route (None: none, or not asked)."""
+        return self.identity.role if self.identity is not None else None
+
 
 #: What an HTTP request presents: its TLS session and its credentials (read when asked).
 Presented = Callable[[], tuple[object, Credentials]]
