@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from pulsar_lookup_gateway.metadata_store.synthetic import cluster
-from tests.integration.test_ownership_watch import (
+from tests.integration.serving.test_ownership_watch import (
     FIRST,
     IN_FIRST,
     Watcher,

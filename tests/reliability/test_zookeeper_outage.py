@@ -1,7 +1,7 @@
 """ZooKeeper killed under steady binary and HTTP lookup load, then restarted.
 
 The session-expiry half (the cache is rebuilt and never serves a stale owner) is
-tests/integration/test_zk_source.py::test_session_loss_drops_the_cache_and_rebuilds_it.
+tests/integration/metadata_store/test_zk_source.py::test_session_loss_drops_the_cache_and_rebuilds_it.
 """
 
 from __future__ import annotations

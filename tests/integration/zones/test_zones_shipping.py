@@ -14,7 +14,7 @@ import pytest
 from pulsar_lookup_gateway.zones.pairs import Zone, ZonesError, zones_from_rows
 from pulsar_lookup_gateway.zones.shipping import build_archive, executor_archive
 
-DEMO = Path(__file__).resolve().parents[2] / "configs" / "demo-cluster.json"
+DEMO = Path(__file__).resolve().parents[3] / "configs" / "demo-cluster.json"
 
 
 def test_the_archive_holds_the_package_and_what_pyspark_lacks(tmp_path: Path) -> None:

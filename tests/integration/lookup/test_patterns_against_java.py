@@ -32,7 +32,7 @@ from pulsar_lookup_gateway.lookup.topic_list import (
     compile_topics_pattern,
 )
 
-REFERENCE = Path(__file__).resolve().parents[1] / "java" / "PatternReference.java"
+REFERENCE = Path(__file__).resolve().parents[2] / "java" / "PatternReference.java"
 RE2J_JAR = Path(os.environ.get("RE2J_JAR", "/usr/share/java/re2j.jar"))
 #: JVMs that live seconds: the quick compiler only, one GC thread.
 SHORT_LIVED_JVM = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xss8m"]

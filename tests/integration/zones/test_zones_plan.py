@@ -33,7 +33,7 @@ from pulsar_lookup_gateway.zones.pairs import (
     resolve_pairs_with_protocol,
 )
 from pulsar_lookup_gateway.zones.spark import ZonePlan, plan_zones
-from tests.integration.test_zones import (
+from tests.integration.zones.test_zones import (
     INVALID,
     NP_PARTITIONED,
     PARTITIONED,
@@ -52,7 +52,7 @@ PEER_URLS = {
     "brokerServiceUrlTls": "pulsar+ssl://east.example.com:6651",
 }
 LOCAL = ResolvePolicy(cluster_name="test")
-DEMO = Path(__file__).resolve().parents[2] / "configs" / "demo-cluster.json"
+DEMO = Path(__file__).resolve().parents[3] / "configs" / "demo-cluster.json"
 DEMO_NAMESPACES = ("public/default", "acme/payments")
 PARTITIONED_ROOT = "/admin/partitioned-topics"
 # Namespaces with topics in bulk (tenant/namespace, share of the bulk topics).

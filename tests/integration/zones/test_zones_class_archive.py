@@ -14,7 +14,7 @@ import pytest
 from pulsar_lookup_gateway.zones.class_archive import CACHE_FOLDER
 from tests.processes import EXE
 
-DEMO = Path(__file__).resolve().parents[2] / "configs" / "demo-cluster.json"
+DEMO = Path(__file__).resolve().parents[3] / "configs" / "demo-cluster.json"
 #: JVMs that live seconds: the quick compiler only, one GC thread (every `java` reads it).
 SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 

@@ -31,7 +31,7 @@ def test_every_failure_is_a_json_reason_with_an_error_status(kind: FailureKind) 
 @pytest.mark.parametrize(
     ("kind", "status"),
     [
-        # Pulsar's REST answers (the statuses per request are in tests/integration/test_http_api)
+        # Pulsar's REST answers (per request: tests/integration/http_api/test_http_api)
         (FailureKind.NOT_AUTHENTICATED, 401),
         (FailureKind.NOT_AUTHORIZED, 403),
         (FailureKind.TOO_MANY_REQUESTS, 503),

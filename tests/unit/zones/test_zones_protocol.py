@@ -17,7 +17,7 @@ from pulsar_lookup_gateway.zones.pairs import (
     resolve_pairs_with_protocol,
 )
 
-DEMO = Path(__file__).resolve().parents[2] / "configs" / "demo-cluster.json"
+DEMO = Path(__file__).resolve().parents[3] / "configs" / "demo-cluster.json"
 ZONES = [Zone("dc", "internal"), Zone("internet", "external", tls=True), Zone("lab", "lab")]
 
 

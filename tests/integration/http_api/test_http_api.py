@@ -685,15 +685,15 @@ FAILURES = [
 ]
 
 
-# Answered over HTTP by tests/integration/test_auth.py (they need an authenticator), and by
-# test_redirect_over_tls_prefers_the_targets_https_url (an https socket).
+# Answered over HTTP by tests/integration/listeners/test_auth.py (it needs an authenticator), and
+# by test_redirect_over_tls_prefers_the_targets_https_url (an https socket).
 ACCESS_KINDS = {
     FailureKind.NOT_AUTHENTICATED,
     FailureKind.NOT_AUTHORIZED,
     FailureKind.LISTENER_NOT_ALLOWED,
     FailureKind.NO_TLS_REDIRECT,
 }
-# Binary only: the REST topic list takes no pattern (tests/integration/test_broker_fidelity.py).
+# Binary only: the REST topic list takes no pattern (integration/brokers/test_broker_fidelity.py).
 BINARY_ONLY_KINDS = {FailureKind.INVALID_PATTERN}
 
 

@@ -23,7 +23,7 @@ from pulsar_lookup_gateway.zones.pairs import COLUMNS, Zone, ZonesError, resolve
 pytestmark = pytest.mark.filterwarnings(
     "ignore:PySpark does not yet fully support pandas:FutureWarning"
 )
-DEMO = Path(__file__).resolve().parents[2] / "configs" / "demo-cluster.json"
+DEMO = Path(__file__).resolve().parents[3] / "configs" / "demo-cluster.json"
 COLUMNS_OWNED = ("namespace", "bundle", "owner", "brokerUrl", "brokerUrlTls", "httpUrl",
                  "httpUrlTls", "generation")  # fmt: skip
 

@@ -344,7 +344,7 @@ def test_answer_frames_write_what_the_codec_writes(request_id: int, url: str) ->
 def test_no_product_module_outside_the_protocol_package_reads_varint_bits() -> None:
     """The wire format is read by hand in listeners/protocol/ only (the codec, wire.py and this
     fast path): a varint's continuation bit tested anywhere else is a second reader of it."""
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     continuation = re.compile(r"&\s*(0x80|128)\b")
     found = [
         str(path.relative_to(root))
