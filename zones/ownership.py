@@ -1,8 +1,9 @@
 """Who owns each bundle, for one listener: the rows of the `pulsar-ownership` data source.
 
 One row per (namespace, bundle) of a snapshot: the owner's broker id (null when nobody owns the
-bundle), its URLs for the listener as a lookup naming that listener answers them (null where the
-owner lacks the listener, or nobody owns the bundle), and the generation: the ZooKeeper zxid of
+bundle; a bundle being unloaded keeps it until the unload is done), its URLs for the listener as
+a lookup naming that listener answers them (null where the owner lacks the listener, the bundle
+is being unloaded, or nobody owns it), and the generation: the ZooKeeper zxid of
 the ownership node's last change (mzxid; for the extensible load manager, its service-unit-state
 node), read in the same pass as the node, so that owner and generation agree. A snapshot file
 holds no zxids: the generation is null then.
@@ -19,6 +20,7 @@ from pulsar_lookup_gateway.lookup.errors import LookupFailure
 from pulsar_lookup_gateway.lookup.model import (
     NAMESPACE_ROOT,
     SERVICE_UNIT_STATE_ROOT,
+    ServiceUnitState,
     ownership_path,
     service_unit_state_path,
 )
@@ -114,7 +116,17 @@ def _owner(
 ) -> tuple[str | None, tuple[str | None, ...] | None]:
     """(owner, its four URLs for the listener) by the lookup core's own resolve() of a topic
     of the bundle; an owner whose answer fails (unloading, lacking the listener, a deleted
-    namespace) keeps its id, without URLs."""
+    namespace) keeps its id, without URLs. A bundle being unloaded keeps its owner until the
+    unload is done: the broker of a disabled ownership node, or under the extensible load
+    manager the source broker of a Releasing bundle (whose lookups already go to the
+    destination, or wait for a new owner)."""
+    if extensible and view.uses_table_view():
+        try:
+            state = view.service_unit_state(namespace, bundle_name)
+        except LookupFailure:  # a malformed state node
+            return None, None
+        if state is not None and state.state is ServiceUnitState.RELEASING:
+            return state.source_broker or None, None
     topic = representative(namespace, TopicDomain.PERSISTENT, lower)
     try:
         answer = resolve(topic, choice, view, ResolvePolicy())
