@@ -7,7 +7,7 @@ RUN_STAMP := $(VENV)/.installed-run
 ZK_JAR := /usr/share/java/zookeeper.jar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install install-run zookeeper tools run test lint typecheck unit soak bench proto clean
+.PHONY: install install-run zookeeper tools run test lint typecheck unit soak bench proto docs clean
 
 # Everything the tests and benchmarks use: the package with its extras, ZooKeeper, the neighbours.
 install: $(STAMP) zookeeper tools
@@ -55,6 +55,11 @@ run: install-run
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mkdocs build --strict --quiet
+
+# The documentation site, into site/ (strict: a broken link or a page out of the nav fails).
+docs: install
+	$(BIN)/mkdocs build --strict
 
 typecheck: install
 	$(BIN)/mypy pulsar_lookup_gateway tests bench
@@ -77,4 +82,4 @@ proto: install
 		--pyi_out=listeners/protocol listeners/protocol/pulsar_api.proto
 
 clean:
-	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) build site *.egg-info .mypy_cache .ruff_cache .pytest_cache .hypothesis

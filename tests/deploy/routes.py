@@ -1,4 +1,4 @@
-"""The gateway's HTTP routes as the README's "HTTP API" documents them, one example path each, in
+"""The gateway's HTTP routes as docs/protocols/http.md documents them, one example path each, in
 the three groups the proxy recipes (deploy/nginx, deploy/istio) treat differently: the routes
 Pulsar's clients use, the ownership watch (a WebSocket), and the operations routes, which stay
 inside."""

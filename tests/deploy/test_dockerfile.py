@@ -161,9 +161,9 @@ def ignored(path: str, patterns: list[str]) -> bool:
     return verdict
 
 
-# -- the docker commands the Dockerfile and the README give ------------------------------------
+# -- the docker commands the Dockerfile and the docs give --------------------------------------
 
-DOCUMENTS = [DOCKERFILE, ROOT / "README.md"]
+DOCUMENTS = [DOCKERFILE, ROOT / "docs" / "deployment" / "docker.md"]
 
 
 def shell_commands(text: str) -> list[list[str]]:
@@ -228,7 +228,7 @@ def test_the_docker_example_runs_the_image_it_builds_on_the_files_it_needs(
     assert published == exposed
     mounts = run.mounts()
     assert CONFIG_PATH in mounts
-    # (the README has other `certs` commands: the one that fills a mounted directory counts)
+    # (a document may have other `certs` commands: the one that fills a mounted directory counts)
     outs = {
         c[c.index("--out") + 1] for c in commands if c[:2] == ["pulsar-lookup-gateway", "certs"]
     }

@@ -92,9 +92,10 @@ def test_tls_to_the_external_socket_is_originated_and_checked() -> None:
 
 
 def test_every_client_route_and_the_watch_are_routed_and_no_operations_route() -> None:
-    """The routes of the README's HTTP API that clients use (tests/deploy/routes.py; nginx is
-    tested with the same paths in tests/e2e/test_recipe_routes.py) pass every ingress gateway;
-    /metrics, the listener table and the probes do not."""
+    """The routes of the HTTP API (docs/protocols/http.md) that clients use
+    (tests/deploy/routes.py; nginx is tested with the same paths in
+    tests/e2e/test_recipe_routes.py) pass every ingress gateway; /metrics, the listener table
+    and the probes do not."""
     for vs in istio("VirtualService"):
         name = vs["metadata"]["name"]
         routes = vs["spec"]["http"]

@@ -1,5 +1,5 @@
 """The house rules, read from the sources with `ast`: the project is imported by its one name,
-every import between the project's folders runs downward (README: Architecture), no modules
+every import between the project's folders runs downward (docs/architecture.md), no modules
 import each other in a circle, and the pure core stays free of I/O libraries."""
 
 from __future__ import annotations

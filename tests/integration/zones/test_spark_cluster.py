@@ -5,7 +5,7 @@ One cluster for the module: a master and one worker started with PySpark's own l
 each with one core and a 512 MB executor. The
 executors run a Python made here (a venv of the same interpreter holding only PySpark's own
 needs, pyarrow and numpy: not this package, not pydantic, not kazoo). Against it: the
-`resolve-zones --master spark://...` command, the README's spark-submit recipe as written, and
+`resolve-zones --master spark://...` command, the docs' spark-submit recipe as written, and
 a user's script calling `resolve_zones` and reading the `pulsar-ownership` data source; each
 result equals the local[2] result on the same input.
 """
@@ -45,9 +45,9 @@ SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 ZONES = [("dc", "internal", False), ("internet", "external", True), ("lab", "lab", False)]
 LISTENER = "external"
 
-# The README's spark-submit recipe, as written there; the test replaces only the placeholders
-# (the master's address and the executors' Python), in a folder holding the checkout's .venv
-# and configs and the example's topics.txt and zones.csv.
+# The spark-submit recipe of docs/spark/index.md, as written there; the test replaces only the
+# placeholders (the master's address and the executors' Python), in a folder holding the
+# checkout's .venv and configs and the example's topics.txt and zones.csv.
 RECIPE = """\
 printf 'import sys\\nfrom pulsar_lookup_gateway.zones.cli import main\\nsys.exit(main())\\n' \\
     > resolve_zones.py
@@ -59,11 +59,11 @@ printf 'import sys\\nfrom pulsar_lookup_gateway.zones.cli import main\\nsys.exit
 """
 
 
-def test_the_recipe_run_is_the_readmes_as_written() -> None:
-    """The recipe the cluster test runs is the README's, line for line (its shell prompts
-    aside): a README edit that breaks the recipe fails here, not on a user's cluster."""
-    readme = (ROOT / "README.md").read_text()
-    commands = "\n".join(line.removeprefix("$ ") for line in readme.splitlines())
+def test_the_recipe_run_is_the_docs_as_written() -> None:
+    """The recipe the cluster test runs is the docs', line for line (its shell prompts
+    aside): a docs edit that breaks the recipe fails here, not on a user's cluster."""
+    page = (ROOT / "docs" / "spark" / "index.md").read_text()
+    commands = "\n".join(line.removeprefix("$ ") for line in page.splitlines())
     assert RECIPE in commands
 
 
@@ -285,7 +285,7 @@ def _job(command: list[str], env: dict[str, str], cwd: Path, out: Path) -> Job:
 def jobs(
     cluster: Cluster, inputs: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, Job]]:
-    """The command, the README's recipe and a user's script, started together (each takes one
+    """The command, the docs' recipe and a user's script, started together (each takes one
     of the worker's cores; most of a small job's time is JVM starts and waits)."""
     command_dir, recipe_dir, script_dir = (
         tmp_path_factory.mktemp(name) for name in ("command", "recipe", "script")
