@@ -204,6 +204,20 @@ class BrokerLink:
         self._pool.close()
 
     @property
+    def closed(self) -> bool:
+        return self._pool.closed
+
+    @property
+    def addresses(self) -> BrokerAddresses:
+        """The live brokers and their internal URLs (for brokers.lookup_forwarder)."""
+        return self._addresses
+
+    @property
+    def dispatch(self) -> Dispatcher:
+        """Requests sent to one broker within the link's bounds (brokers.lookup_forwarder)."""
+        return self._dispatch
+
+    @property
     def connection_count(self) -> int:
         return self._pool.count
 

@@ -232,6 +232,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 def describe_config(config: GatewayConfig) -> str:
     lines = [f"metadata store     {config.metadata_store_url}"]
     lines.append(f"internal listener  {config.internal_listener_name or '-'}")
+    lines.append(f"ownership table    {config.describe_table_view()}")
     lines.append("advertised listeners:")
     for listener in config.advertised_listeners:
         urls = " ".join(e.url for e in listener.endpoints)

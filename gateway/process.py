@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from pulsar_lookup_gateway.brokers.binary_forwarder import BinaryForwarder
 from pulsar_lookup_gateway.brokers.link import BrokerLink
+from pulsar_lookup_gateway.brokers.lookup_forwarder import BrokerLookupForwarder
 from pulsar_lookup_gateway.gateway import factories
 from pulsar_lookup_gateway.gateway.logs import ACCESS_LOGGER
 from pulsar_lookup_gateway.gateway.socket_names import CannotListen
@@ -29,6 +30,7 @@ from pulsar_lookup_gateway.lookup.authorization import LookupAuthorizer
 from pulsar_lookup_gateway.lookup.source import MetadataSource
 from pulsar_lookup_gateway.lookup.topic_list import TopicLister
 from pulsar_lookup_gateway.metadata_store.open import open_source
+from pulsar_lookup_gateway.serving.forwarded_lookups import ForwardedLookups
 from pulsar_lookup_gateway.serving.log_throttle import LogThrottle
 from pulsar_lookup_gateway.serving.service import LookupService
 from pulsar_lookup_gateway.tls.metrics import TlsMetrics
@@ -88,6 +90,13 @@ class Gateway:
             ),
         )
         self.broker_link = BrokerLink(self.service, factories.link_settings(config))
+        # A lookup the metadata can only answer with a redirect within the cluster is asked of
+        # a broker, for the listener the gateway chose (serving.forwarded_lookups).
+        self.service.forwarded = ForwardedLookups(
+            self.service.memo,
+            lambda: self.service.source.view,
+            BrokerLookupForwarder(self.broker_link),
+        )
         # Unread answers held for binary clients: bounded per connection and in all.
         self.reply_budget = ReplyBudget()
         self._metrics_refresh: asyncio.Task[None] | None = None

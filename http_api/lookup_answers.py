@@ -55,13 +55,20 @@ def redirect_location(answer: LookupAnswer, *, secure: bool) -> str:
     chosen listener in the query (headers do not survive a redirect). A request that came over
     TLS goes to the target's https URL only: when the target has none but a plain one, the
     lookup fails as NO_TLS_REDIRECT (412, as Pulsar answers), never downgrading the client to
-    http://. A plain request goes to the http URL, else to the https one.
+    http://. A plain request goes to the http URL only: with none but an https one, 412 as
+    master answers ("Redirected cluster's service url is not configured.").
 
     `answer.urls` are the chosen listener's only; when the target has no web URL for it, the
     lookup fails as NO_BROKER (503, retriable: the target, or the listener's web URLs, may
     change), naming neither the target nor its other addresses."""
     urls = answer.urls
-    base = urls.http_url_tls if secure else (urls.http_url or urls.http_url_tls)
+    base = urls.http_url_tls if secure else urls.http_url
+    if not secure and not base and urls.http_url_tls:
+        # As master answers a plain lookup whose target has only an https URL: 412, never
+        # an upgrade the client did not ask for.
+        raise LookupFailure(
+            FailureKind.NO_TLS_REDIRECT, "Redirected cluster's service url is not configured."
+        )
     if secure and not base and urls.http_url:
         listener = answer.listener.name or "internal"
         raise LookupFailure(

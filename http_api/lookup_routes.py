@@ -131,7 +131,13 @@ class LookupRoutes:
         respond, argument, route, answer = answered
         # Not memoised: a redirect to a peer cluster (a host of it chosen at random), an
         # answer for a listener that requires credentials (a role was authorized for it).
-        if entries is not None and answer.peer_cluster is None and open_guard(route.guard):
+        # Nor a broker's answer (kept apart: serving.forwarded_lookups).
+        if (
+            entries is not None
+            and answer.peer_cluster is None
+            and not answer.forwarded
+            and open_guard(route.guard)
+        ):
             assert memo is not None and mark is not None and key is not None
             connect = answer.response is ResponseKind.CONNECT
             tally = self.service.tally_for(route.choice, "http")
@@ -160,7 +166,12 @@ class LookupRoutes:
                 return failure_response(route.failure)
             choice = route.choice
             answer = await self.service.lookup(
-                topic, choice, protocol="http", role=route.role, client=client
+                topic,
+                choice,
+                protocol="http",
+                role=route.role,
+                client=client,
+                principal=principal(request, route.role),
             )
             if answer.peer_cluster is None:  # (another cluster's topics are not in our store)
                 # As the broker's web service: after the namespace checks and authorization,

@@ -20,6 +20,9 @@ from pulsar_lookup_gateway.lookup.topics import NamespaceName, TopicName
 
 BROKERS_ROOT = "/loadbalance/brokers"
 LEADER_PATH = "/loadbalance/leader"
+# The extensible load manager's leader: the broker that owns its service-unit-state channel
+# (and so the load manager's own topics); the same JSON as LEADER_PATH.
+EXTENSION_LEADER_PATH = "/loadbalance/extension/leader"
 NAMESPACE_ROOT = "/namespace"
 POLICIES_ROOT = "/admin/policies"
 LOCAL_POLICIES_ROOT = "/admin/local-policies"

@@ -6,6 +6,7 @@ shell reads the node and calls again.
 
 from __future__ import annotations
 
+import re
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -52,6 +53,10 @@ class ResolvePolicy:
     # kafkaListenerMap, mqttListenerMap, grpcListenerMap, kafkaProtocolMap: which listener gets
     # which protocol-handler endpoint (lookup.protocol_data's resolve_protocol).
     protocol_listeners: ProtocolListeners = NO_PROTOCOL_LISTENERS
+    # loadManagerServiceUnitStateTableViewClassName under the extensible load manager: True,
+    # the metadata-store table view (read /service_unit_state); False, the system-topic one
+    # (never read it: a tree left there is stale); None, unset (the tree's presence tells).
+    table_view: bool | None = None
 
 
 class ResponseKind(StrEnum):
@@ -81,6 +86,15 @@ class LookupAnswer:
     listener: ListenerChoice
     # The peer cluster a geo-replicated namespace is redirected to (broker_id is None then).
     peer_cluster: str | None = None
+    # A broker gave this answer (the gateway forwarded the lookup), not the metadata store:
+    # no write tells when it goes stale, so it is kept apart (serving.forwarded_lookups).
+    forwarded: bool = False
+
+    @property
+    def needs_broker(self) -> bool:
+        """Whether only a broker can turn this answer into Connect: a redirect within this
+        cluster (a bundle the metadata does not show an owner for)."""
+        return self.response is ResponseKind.REDIRECT and self.peer_cluster is None
 
 
 def namespace_bundle(topic: TopicName, view: ClusterView) -> BundleRange:
@@ -121,7 +135,11 @@ def resolve(
         return _peer_redirect(topic, bundle, choice, *peer)
     registry = view.broker_registry()
     if registry.extensible:
-        if view.uses_table_view():
+        named = _named_by_load_manager(topic, view, registry)
+        if named is not None:
+            urls = _registered_urls(named, namespace, bundle, choice, registry)
+            return LookupAnswer(topic, bundle, ResponseKind.CONNECT, True, named, urls, choice)
+        if reads_table_view(view, policy):
             owner_id = _table_view_owner(view, namespace, bundle)
             if owner_id is not None:
                 urls = _registered_urls(owner_id, namespace, bundle, choice, registry)
@@ -226,6 +244,50 @@ def _peer_redirect(
 
 # -- extensible load manager -------------------------------------------------------------------
 
+#: The extensible load manager's own topics (ExtensibleLoadManagerImpl's internal topics, matched
+#: by prefix as it does): they belong to the broker that owns its channel, never in the table view.
+_LOAD_MANAGER_TOPICS = (
+    "persistent://pulsar/system/loadbalancer-service-unit-state",
+    "non-persistent://pulsar/system/loadbalancer-broker-load-data",
+    "non-persistent://pulsar/system/loadbalancer-top-bundles-load-data",
+)
+# A broker's heartbeat (v1 `pulsar/<cluster>/<host:port>`, v2 `pulsar/<host:port>`) and SLA
+# monitor (`sla-monitor/<cluster>/<host:port>`) namespaces name the broker (its id) last.
+_BROKER_NAMESPACE = re.compile(
+    r"pulsar/(?:[^/]+/)?([^/:]+:[0-9]+)|sla-monitor/[^/]+/([^/:]+:[0-9]+)"
+)
+
+
+def reads_table_view(view: ClusterView, policy: ResolvePolicy) -> bool:
+    """Whether bundle ownership is read from /service_unit_state (extensible load manager):
+    as the brokers' table view is configured, else where the tree is present."""
+    if policy.table_view is not None:
+        return policy.table_view
+    return view.uses_table_view()
+
+
+def _named_by_load_manager(
+    topic: TopicName, view: ClusterView, registry: BrokerRegistry
+) -> str | None:
+    """The broker the extensible load manager gives a topic without looking at the table view
+    (ExtensibleLoadManagerImpl's lookup): its own topics to the channel owner (the leader at
+    /loadbalance/extension/leader), a heartbeat or SLA-monitor namespace to the broker it
+    names. None for every other topic."""
+    if topic.full.startswith(_LOAD_MANAGER_TOPICS):
+        leader = view.extension_leader()
+        owner = None
+        if leader is not None:
+            owner = leader.broker_id or registry.by_url.get(leader.service_url or "")
+        if not owner:
+            raise LookupFailure(
+                FailureKind.NO_BROKER, "the load manager has no channel owner now; retry"
+            )
+        return owner
+    named = _BROKER_NAMESPACE.fullmatch(f"{topic.tenant}/{topic.namespace}")
+    if named is None:
+        return None
+    return named.group(1) or named.group(2)
+
 
 def _table_view_owner(
     view: ClusterView, namespace: NamespaceName, bundle: BundleRange
@@ -274,7 +336,7 @@ def _registered_urls(
 ) -> BrokerUrls:
     """A registered broker's URLs for the listener (see `registered_owner`)."""
     broker = registered_owner(registry, broker_id, namespace, bundle)
-    urls = _broker_urls(broker, choice)
+    urls = broker_urls(broker, choice)
     if urls is None:
         raise listener_missing(choice.name)
     return urls
@@ -366,7 +428,7 @@ def _owner_id(owner: OwnershipData, registry: BrokerRegistry) -> str | None:
     return None
 
 
-def _broker_urls(broker: BrokerData, choice: ListenerChoice) -> BrokerUrls | None:
+def broker_urls(broker: BrokerData, choice: ListenerChoice) -> BrokerUrls | None:
     """A registered broker's URLs for the chosen listener, None if it lacks that listener."""
     if choice.uses_listener_urls:
         listener = broker.advertised_listeners.get(choice.name or "")
@@ -400,7 +462,7 @@ def _unowned(
     if not registry.extensible:
         leader_id = _leader_id(view, registry)
         if leader_id is not None:
-            leader_urls = _broker_urls(view.broker(leader_id), choice)
+            leader_urls = broker_urls(view.broker(leader_id), choice)
             if leader_urls is None:
                 raise listener_missing(choice.name)
             return LookupAnswer(
@@ -437,7 +499,7 @@ def _by_bundle_hash(
             continue
         if topic.domain is TopicDomain.NON_PERSISTENT and not broker.non_persistent_topics_enabled:
             continue
-        urls = _broker_urls(broker, choice)
+        urls = broker_urls(broker, choice)
         if urls is None:
             continue
         score = zlib.crc32(broker_id.encode() + key)

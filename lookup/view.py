@@ -14,6 +14,7 @@ from pulsar_lookup_gateway.lookup.bundles import NamespaceBundles
 from pulsar_lookup_gateway.lookup.errors import MalformedNode
 from pulsar_lookup_gateway.lookup.model import (
     BROKERS_ROOT,
+    EXTENSION_LEADER_PATH,
     LEADER_PATH,
     SERVICE_UNIT_STATE_ROOT,
     BrokerData,
@@ -93,6 +94,12 @@ class ClusterView(NodeStore):
         if not self.listed(LEADER_PATH):
             return None
         return self.node(LEADER_PATH, parse_leader)
+
+    def extension_leader(self) -> LeaderData | None:
+        """The extensible load manager's leader (its channel owner), None when there is none."""
+        if not self.listed(EXTENSION_LEADER_PATH):
+            return None
+        return self.node(EXTENSION_LEADER_PATH, parse_leader)
 
     def policies(self, namespace: NamespaceName) -> NamespacePolicies | None:
         """None when the namespace does not exist (checked through the tenants' and the

@@ -71,7 +71,7 @@ def _ownership_keys(parts: list[str]) -> list[Key]:
 def _loadbalance_keys(parts: list[str]) -> list[Key]:
     if len(parts) < 3 or not parts[2]:
         return [LEADER]  # /loadbalance's children: whether there is a leader
-    if parts[2] == "leader":
+    if parts[2] == "leader" or parts[2] == "extension":  # (the extensible one's leader)
         return [LEADER]
     if parts[2] != "brokers":
         return []  # load data, bundle data, resource quotas: no answer reads them

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Hashable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from pulsar_lookup_gateway.lookup.authorization import LookupAuthorizer
@@ -33,6 +33,7 @@ from pulsar_lookup_gateway.lookup.resolve import (
     ResolvePolicy,
     ResponseKind,
     namespace_bundle,
+    reads_table_view,
     resolve,
     resolve_partitions,
 )
@@ -46,6 +47,7 @@ from pulsar_lookup_gateway.lookup.topics import (
 from pulsar_lookup_gateway.lookup.untrusted import printable
 from pulsar_lookup_gateway.lookup.view import ClusterView
 from pulsar_lookup_gateway.serving.admission import Admission
+from pulsar_lookup_gateway.serving.forwarded_lookups import ForwardedLookups
 from pulsar_lookup_gateway.serving.log_throttle import FirstSeen
 from pulsar_lookup_gateway.serving.memo import NAMESPACE_WIDE, AnswerMemo, place_of
 from pulsar_lookup_gateway.serving.metrics import LookupMetrics, LookupTally
@@ -110,6 +112,9 @@ class LookupService:
         self.refusals = Refusals(self.metrics, self._labels, log)
         # A namespace's topics (binary and REST lists), read through this service.
         self.namespaces = NamespaceQueries(self)
+        # Where a redirect within the cluster is turned into the owner's Connect by asking a
+        # broker (gateway/ wires it over the broker link); None: the redirect is answered.
+        self.forwarded: ForwardedLookups | None = None
 
     @property
     def logs_each_answer(self) -> bool:
@@ -125,11 +130,15 @@ class LookupService:
         *,
         role: str | None = None,
         client: object = None,
+        properties: Sequence[tuple[str, str]] = (),
+        principal: Hashable = None,
     ) -> LookupAnswer:
         """The answer for `topic` on the chosen listener. `role`: the authenticated client's
         role, checked when authorization is on (None: the socket needs no authentication).
         `client`: who asks, for the log line (its str() is made only when a line is written:
-        every refused lookup at INFO, every answered one at DEBUG)."""
+        every refused lookup at INFO, every answered one at DEBUG). `properties` (the
+        client's lookup properties, PIP-368) and `principal` (who the broker is told asks)
+        go with a lookup forwarded to a broker (`forwarded`)."""
         labels = self._labels(choice, protocol)
         started = time.perf_counter()
         admission = self.admission
@@ -148,6 +157,14 @@ class LookupService:
                 place = (answer.topic.namespace_name, answer.bundle.lower)
                 held = ANSWER_BYTES + 2 * len(key[0])  # (its parsed name holds the name's parts)
                 self._keep(self._answers, key, answer, place, held)
+            if answer.needs_broker and self.forwarded is not None:
+                answer = await self.forwarded.answer(
+                    answer,
+                    watched=self._watches_ownership(),
+                    properties=properties,
+                    principal=principal,
+                    client=client,
+                )
         except LookupFailure as exc:
             self.refusals.refuse(protocol, client, choice, topic, exc)
             raise
@@ -161,6 +178,15 @@ class LookupService:
             line = lookup_line(protocol, client, choice, topic, outcome, str(answer.broker_id))
             log.debug(*line)
         return answer
+
+    def _watches_ownership(self) -> bool:
+        """Whether a bundle's new owner shows in a node the gateway watches: not under the
+        extensible load manager with its system-topic table view."""
+        view = self.source.view
+        try:
+            return not view.broker_registry().extensible or reads_table_view(view, self.policy)
+        except (LookupFailure, NodeNotLoaded):
+            return False
 
     def _labels(self, choice: ListenerChoice, protocol: str) -> tuple[str, str, str]:
         return (self._label(choice.name), choice.source.value, protocol)

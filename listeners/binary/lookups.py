@@ -108,7 +108,13 @@ class Lookups:
         """The LOOKUP_RESPONSE: the service's answer (kept under `memo_key` if given), or
         ServiceNotReady where the owner advertises no binary URL for the listener."""
         answer = await self._service.lookup(
-            body.topic, route.choice, "binary", role=session.role, client=session.origin
+            body.topic,
+            route.choice,
+            "binary",
+            role=session.role,
+            client=session.origin,
+            properties=[(item.key, item.value) for item in body.properties],
+            principal=session.principal,
         )
         urls = answer.urls
         if urls.service_url is None and urls.service_url_tls is None:
@@ -124,6 +130,7 @@ class Lookups:
         if (
             memo_key is not None
             and session.memo is not None
+            and not answer.forwarded  # (kept apart: serving.forwarded_lookups)
             and answer_may_be_shared(route, session)
         ):
             self._remember(session, session.memo, memo_key, answer)

@@ -210,7 +210,11 @@ class GatewayConfig(
             tuple((protocol, pairs) for protocol, pairs in maps.items() if pairs is not None),
             self.kafka_protocol_map,
         )
-        return ResolvePolicy(cluster_name=self.cluster_name, protocol_listeners=listeners)
+        return ResolvePolicy(
+            cluster_name=self.cluster_name,
+            protocol_listeners=listeners,
+            table_view=self.table_view(),
+        )
 
     def auto_creation(self) -> AutoCreationSettings:
         return AutoCreationSettings(

@@ -569,8 +569,10 @@ def lookup(
     request_id: int,
     authoritative: bool = False,
     advertised_listener_name: str | None = None,
+    properties: Sequence[tuple[str, str]] = (),
 ) -> bytes:
-    """LOOKUP. Like the Java and C++ clients, ``authoritative`` is always sent."""
+    """LOOKUP. Like the Java and C++ clients, ``authoritative`` is always sent;
+    ``properties``: the client's lookup properties (PIP-368, field 8)."""
     cmd = BaseCommand(type=BaseCommand.LOOKUP)
     body = cmd.lookupTopic
     body.topic = topic
@@ -578,6 +580,8 @@ def lookup(
     body.authoritative = authoritative
     if advertised_listener_name is not None:
         body.advertised_listener_name = advertised_listener_name
+    for key, value in properties:
+        body.properties.add(key=key, value=value)
     return encode_command(cmd)
 
 

@@ -81,11 +81,6 @@ ROUTE = "/lookup/v2/topic/persistent/public/default"
     [
         (redirect(), False, f"http://b2:8080{ROUTE}/t?authoritative=false&listenerName=edge"),
         (redirect(), True, f"https://b2:8443{ROUTE}/t?authoritative=false&listenerName=edge"),
-        (  # only an https URL: use it even for a plain request
-            redirect(http=None),
-            False,
-            f"https://b2:8443{ROUTE}/t?authoritative=false&listenerName=edge",
-        ),
         (
             redirect(http="http://b2:8080/"),
             False,
@@ -120,6 +115,16 @@ def test_an_https_lookup_is_never_redirected_to_http() -> None:
     assert failure.value.kind is FailureKind.NO_TLS_REDIRECT
     assert failure_response(failure.value).status == 412
     assert "b2" not in failure.value.message
+
+
+def test_a_plain_lookup_is_never_redirected_to_https() -> None:
+    # The target has only an https URL: master answers 412 with its own message (the gateway
+    # used to send the plain client to https://).
+    with pytest.raises(LookupFailure) as failure:
+        redirect_location(redirect(http=None), secure=False)
+    assert failure.value.kind is FailureKind.NO_TLS_REDIRECT
+    assert failure.value.message == "Redirected cluster's service url is not configured."
+    assert failure_response(failure.value).status == 412
 
 
 def test_redirect_without_any_http_url_is_no_broker() -> None:
