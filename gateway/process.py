@@ -31,6 +31,7 @@ from pulsar_lookup_gateway.lookup.source import MetadataSource
 from pulsar_lookup_gateway.lookup.topic_list import TopicLister
 from pulsar_lookup_gateway.metadata_store.open import open_source
 from pulsar_lookup_gateway.serving.forwarded_lookups import ForwardedLookups
+from pulsar_lookup_gateway.serving.held_bytes import HeldBytes
 from pulsar_lookup_gateway.serving.log_throttle import LogThrottle
 from pulsar_lookup_gateway.serving.service import LookupService
 from pulsar_lookup_gateway.tls.metrics import TlsMetrics
@@ -97,8 +98,11 @@ class Gateway:
             lambda: self.service.source.view,
             BrokerLookupForwarder(self.broker_link),
         )
-        # Unread answers held for binary clients: bounded per connection and in all.
-        self.reply_budget = ReplyBudget()
+        # The one byte budget: what is held for clients (forwarded answers, unread send
+        # buffers, watch streams), bounded per client and in all.
+        self.held_bytes = HeldBytes()
+        self.held_bytes.expose(self.service.metrics)
+        self.reply_budget = ReplyBudget(self.held_bytes)
         self._metrics_refresh: asyncio.Task[None] | None = None
         self.servers: list[tuple[SocketSpec, Server]] = []
         # Authentication: providers and keys are loaded by start().
