@@ -102,6 +102,12 @@ def _parser() -> argparse.ArgumentParser:
         help="validate the config only: do not read TLS, key or snapshot files nor bind the "
         "sockets (for a config meant for another host)",
     )
+    check.add_argument(
+        "--strict",
+        action="store_true",
+        help="every key the gateway does not use is an error, not a warning (for CI); a key "
+        "one edit from a gateway key is an error either way",
+    )
     check.set_defaults(handler=cmd_check_config)
 
     lookup = sub.add_parser("lookup", help="resolve one topic against cluster metadata")
@@ -209,7 +215,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     """Every problem in one run: those of the config, then those of this host, checked on what
     validated of the config (but for the checks its problems make moot)."""
     try:
-        loaded = load_config(args.config, os.environ)
+        loaded = load_config(args.config, os.environ, strict=args.strict)
     except ConfigError as exc:
         report_config_error(args.config, exc)
         if not args.no_host_checks and exc.partial is not None:

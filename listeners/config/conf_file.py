@@ -88,6 +88,12 @@ def closest_key(key: str, known: Iterable[str]) -> str | None:
     return min(scored)[1] if scored else None
 
 
+def edits(a: str, b: str) -> int:
+    """How many edits (case ignored) part `a` and `b`, counted up to 3 (3: three or more)."""
+    distance = _distance(a.lower(), b.lower(), _SUGGEST_MAX_DISTANCE)
+    return _SUGGEST_MAX_DISTANCE + 1 if distance is None else distance
+
+
 def _distance(a: str, b: str, limit: int) -> int | None:
     """Levenshtein distance of `a` and `b` if it is at most `limit`, else None. Stops as soon
     as a whole row exceeds the limit: most unknown keys are nowhere near any known one."""

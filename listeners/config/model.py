@@ -51,6 +51,7 @@ from pulsar_lookup_gateway.listeners.config.salvage import (
 from pulsar_lookup_gateway.listeners.config.store_keys import StoreKeys
 from pulsar_lookup_gateway.listeners.config.tls_keys import TlsKeys
 from pulsar_lookup_gateway.listeners.config.topic_keys import ProtocolHandlerKeys, TopicKeys
+from pulsar_lookup_gateway.listeners.config.unknown_keys import sort_keys
 from pulsar_lookup_gateway.listeners.endpoints.addresses import AdvertisedListener
 from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec
 from pulsar_lookup_gateway.lookup.auto_creation import AutoCreationSettings
@@ -253,29 +254,23 @@ class LoadedConfig:
     warnings: list[str]
 
 
-def validate_raw(raw: RawConfig) -> LoadedConfig:
-    """Validate the key/value pairs; raises ConfigError holding every problem found."""
+def validate_raw(raw: RawConfig, *, strict: bool = False) -> LoadedConfig:
+    """Validate the key/value pairs; raises ConfigError holding every problem found.
+    `strict`: a key the gateway does not use is a problem, not a warning (see unknown_keys)."""
     problems = [ConfigProblem(where, message) for where, message in raw.problems]
     config: GatewayConfig | None = None
-    values: dict[str, Any] = {}
-    per_listener: dict[str, dict[str, str]] = {}
-    for key, value in raw.values.items():
-        name, dot, setting = key.removeprefix(LISTENER_PREFIX).partition(".")
-        if key.startswith(LISTENER_PREFIX) and dot and name and setting:
-            per_listener.setdefault(name, {})[setting] = value
-        else:
-            values[key] = value
-    values["listenerSettings"] = per_listener
-    warnings = [
-        f"{key} ({raw.sources.get(key, '?')}): "
-        + (
-            f"{RETIRED_KEYS[key]}; ignored"
-            if key in RETIRED_KEYS
-            else "not a key the gateway uses; ignored" + _did_you_mean(key, KNOWN_KEYS)
-        )
-        for key in sorted(raw.values)
-        if key not in KNOWN_KEYS and not key.startswith(LISTENER_PREFIX)
-    ]
+    keys = sort_keys(
+        raw,
+        known=KNOWN_KEYS,
+        listener_keys=LISTENER_KEYS,
+        retired=RETIRED_KEYS,
+        prefix=LISTENER_PREFIX,
+        strict=strict,
+    )
+    problems += [ConfigProblem(where, message, key) for where, message, key in keys.problems]
+    values: dict[str, Any] = dict(keys.values)
+    values["listenerSettings"] = keys.per_listener
+    warnings = keys.warnings
     partial: GatewayConfig | None = None
     try:
         config = partial = GatewayConfig.model_validate(values)
@@ -302,12 +297,35 @@ def _failed_keys(exc: ValidationError) -> set[str]:
     return {str(err["loc"][0]) for err in exc.errors() if err["loc"]}
 
 
-def _salvaged(values: dict[str, Any], failed_keys: set[str]) -> tuple[dict[str, Any], set[str]]:
+def _listener_keys_kept(
+    per_listener: Mapping[str, Mapping[str, str]], errors: list[Any]
+) -> dict[str, dict[str, str]]:
+    """The per-listener keys without those that failed (`errors`: pydantic's); server names
+    and client networks that clash (an error of the whole table) are all left out."""
+    kept = {name: dict(keys) for name, keys in per_listener.items()}
+    for err in errors:
+        loc = err["loc"]
+        if loc[:1] == ("listenerSettings",) and len(loc) >= 3:
+            kept.get(str(loc[1]), {}).pop(str(loc[2]), None)
+        elif loc[:1] == ("listenerSettings",):
+            for keys in kept.values():
+                keys.pop("sniHostnames", None)
+                keys.pop("clientCidrs", None)
+    return kept
+
+
+def _salvaged(values: dict[str, Any], exc: ValidationError) -> tuple[dict[str, Any], set[str]]:
     """`values` without the keys that failed, but for the entries of advertisedListeners,
-    bindAddresses and the protocol listener maps that parse (see config_salvage); and the keys
-    that stay failed."""
+    bindAddresses and the protocol listener maps that parse (see config_salvage) and the
+    per-listener keys that validated; and the keys that stay failed."""
+    failed_keys = _failed_keys(exc)
     rest = {key: value for key, value in values.items() if key not in failed_keys}
     failed = set(failed_keys)
+    if "listenerSettings" in failed:  # one listener's bad key does not hide the rules
+        rest["listenerSettings"] = _listener_keys_kept(
+            values.get("listenerSettings", {}), exc.errors()
+        )
+        failed.discard("listenerSettings")
     salvage: dict[str, Callable[[str], object | None]] = {
         "advertisedListeners": declared_listeners,
         "bindAddresses": parsed_binds,
@@ -333,36 +351,37 @@ def _rules_despite(
     """The problems of the rules between keys that did validate, when some key did not: a
     second pass with the failed keys at their defaults (the entries of a list that parse
     kept), and the rules they feed not run."""
-    rest, failed_keys = _salvaged(values, _failed_keys(exc))
-    failed = frozenset(to_snake(key) for key in failed_keys)
-    try:
-        GatewayConfig.model_validate(rest, context={"failed": failed})
-    except ValidationError as second:
-        return _problems_of(second, raw)
-    return []
+    rest, failed_keys = _salvaged(values, exc)
+    found: list[ConfigProblem] = []
+    for _ in range(3):  # a pass may find what the one before could not validate yet
+        failed = frozenset(to_snake(key) for key in failed_keys)
+        try:
+            GatewayConfig.model_validate(rest, context={"failed": failed})
+        except ValidationError as again:
+            found += _problems_of(again, raw)
+            if all(err["type"] == _RULE_ERROR for err in again.errors()):
+                break
+            rest, more = _salvaged(rest, again)
+            failed_keys |= more
+        else:
+            break
+    return found
 
 
 def _partial(exc: ValidationError, values: dict[str, Any]) -> GatewayConfig | None:
     """What validates of a config with problems, no rule between keys run; None when even that
     fails. A failed legacy port (or bindAddress) opens no socket here, rather than the default
     one; a failed listener.<name>.<key> drops that key only."""
-    rest, failed = _salvaged(values, _failed_keys(exc))
-    per_listener = {name: dict(keys) for name, keys in values.get("listenerSettings", {}).items()}
-    # The keys that failed on their own are out (or salvaged) already; a listener's keys go
-    # one by one.
-    errors = [err for err in exc.errors() if err["loc"][:1] == ("listenerSettings",)]
+    rest, failed = _salvaged(values, exc)
+    # The keys that failed on their own are out (or salvaged) already, a listener's one by one.
+    per_listener = rest.get("listenerSettings", {})
+    errors: list[Any] = []
     for _ in range(3):  # each pass drops what failed in the one before
+        per_listener = _listener_keys_kept(per_listener, errors)
         for err in errors:
-            loc = err["loc"]
-            if loc[:1] == ("listenerSettings",) and len(loc) >= 3:
-                per_listener.get(str(loc[1]), {}).pop(str(loc[2]), None)
-            elif loc[:1] == ("listenerSettings",):  # server names or networks that clash
-                for keys in per_listener.values():
-                    keys.pop("sniHostnames", None)
-                    keys.pop("clientCidrs", None)
-            elif loc:
-                failed.add(str(loc[0]))
-                rest.pop(str(loc[0]), None)
+            if err["loc"] and err["loc"][:1] != ("listenerSettings",):
+                failed.add(str(err["loc"][0]))
+                rest.pop(str(err["loc"][0]), None)
         rest["listenerSettings"] = per_listener
         for key in LEGACY_FIELDS:
             if key in failed or "bindAddress" in failed:
@@ -380,8 +399,8 @@ def _did_you_mean(key: str, known: frozenset[str]) -> str:
     return f"; did you mean '{near}'?" if near else ""
 
 
-def load_config(path: Path, env: Mapping[str, str]) -> LoadedConfig:
-    return validate_raw(read_config_file(path, env))
+def load_config(path: Path, env: Mapping[str, str], *, strict: bool = False) -> LoadedConfig:
+    return validate_raw(read_config_file(path, env), strict=strict)
 
 
 def _problems_of(exc: ValidationError, raw: RawConfig) -> list[ConfigProblem]:

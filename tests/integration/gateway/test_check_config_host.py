@@ -203,3 +203,39 @@ def test_a_config_with_many_problems_gets_them_all_in_one_run(
             assert any(
                 line.startswith(f"  - {key}") and entry in line and reason in line for line in lines
             ), f"no problem '{key} ... {entry} ... {reason}' in:\n{part}"
+
+
+def test_a_misspelt_per_listener_key_hides_neither_rules_nor_host_checks(
+    tmp_path: Path, occupied: int
+) -> None:
+    """Issue 44's config: `listener.external.clientCidr` (for clientCidrs), a listener not
+    declared, a port clash, two keys one edit from a gateway key, and a port this host has
+    taken: every one in the first run."""
+    conf = write(
+        tmp_path / "typos.conf",
+        "advertisedListeners=internal:pulsar://10.0.0.1:6650,external:pulsar://gw:6650\n"
+        f"bindAddresses=internal:pulsar://127.0.0.1:{occupied},"
+        "ghost:pulsar://127.0.0.1:0,external:http://127.0.0.1:0,external:pulsar://127.0.0.1:0,"
+        "internal:http://127.0.0.1:0\n"
+        "listener.external.clientCidr=10.0.0.0/8\nbindAdresses=x\nadvertisedListener=y\n"
+        "managedLedgerDefaultEnsembleSize=2\n",
+    )
+    result = check_config(conf)
+    assert result.returncode == 2, result.stderr
+    config_part, _, host_part = result.stderr.partition("on this host would stop `run`:")
+    assert "warning: managedLedgerDefaultEnsembleSize" in config_part  # another broker key
+    assert "4 problem(s):" in config_part
+    for fragment in (
+        "listener.external.clientCidr", "did you mean 'clientCidrs'?",
+        "bindAdresses", "did you mean 'bindAddresses'?",
+        "advertisedListener ", "did you mean 'advertisedListeners'?",
+        "listener 'ghost' is not declared",
+    ):  # fmt: skip
+        assert fragment in config_part, config_part
+    assert f"entry 'internal:pulsar://127.0.0.1:{occupied}'" in host_part
+    assert "in use" in host_part
+    strict = check_config(conf, "--strict", "--no-host-checks")
+    assert strict.returncode == 2
+    assert "5 problem(s):" in strict.stderr
+    assert "managedLedgerDefaultEnsembleSize" in strict.stderr
+    assert "warning:" not in strict.stderr

@@ -61,6 +61,27 @@ def test_run_refuses_a_config_that_would_listen_nowhere(tmp_path: Path) -> None:
     assert "listening on" not in result.stderr
 
 
+def test_run_refuses_what_check_config_calls_an_error(tmp_path: Path) -> None:
+    """A key one edit from a gateway key: the sockets would open (untagged, on the defaults),
+    so only the one set of rules check-config uses stops it."""
+    conf = tmp_path / "typo.conf"
+    conf.write_text(
+        f"metadataStoreUrl=file:{DEMO}\nadvertisedListener=internal:pulsar://127.0.0.1:6650\n"
+        f"brokerServicePort={free_port()}\nwebServicePort=\n"
+    )
+    check = subprocess.run(
+        [EXE, "check-config", "--config", str(conf), "--no-host-checks"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    result = subprocess.run(
+        [EXE, "run", "--config", str(conf)], capture_output=True, text=True, timeout=60
+    )
+    assert (check.returncode, result.returncode) == (2, 2), result.stderr
+    for err in (check.stderr, result.stderr):
+        assert "did you mean 'advertisedListeners'?" in err
+    assert "listening on" not in result.stderr
+
+
 def test_run_with_a_missing_snapshot_exits_1(tmp_path: Path) -> None:
     conf = write_config(tmp_path / "g.conf", f"file:{tmp_path / 'missing.json'}")
     result = subprocess.run(

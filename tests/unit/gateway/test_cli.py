@@ -109,11 +109,27 @@ def test_a_config_that_opens_no_socket_is_refused_with_a_hint(
     )
     assert main(["check-config", "--config", str(conf)]) == 2
     err = capsys.readouterr().err
-    assert "1 problem(s)" in err
+    assert "2 problem(s)" in err
     assert "bindAddresses: no socket would open" in err
-    # The unknown key is shown beside the problem it causes, with the key it misspells.
-    assert f"bindAdresses ({conf}:3): not a key the gateway uses; ignored; did you mean " in err
-    assert "'bindAddresses'?" in err
+    # The misspelt key is an error beside the problem it causes, with the key it misspells.
+    assert f"bindAdresses ({conf}:3): not a key the gateway uses, one edit from " in err
+    assert "did you mean 'bindAddresses'?" in err
+
+
+def test_check_config_strict_refuses_keys_that_are_only_warned_of_otherwise(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        "metadataStoreUrl=file:/tmp/x.json\nadvertisedListeners=internal:pulsar://h:6650\n"
+        "managedLedgerDefaultEnsembleSize=2\n"
+    )
+    assert main(["check-config", "--config", str(conf), "--no-host-checks"]) == 0
+    assert "warning: managedLedgerDefaultEnsembleSize" in capsys.readouterr().err
+    assert main(["check-config", "--config", str(conf), "--no-host-checks", "--strict"]) == 2
+    err = capsys.readouterr().err
+    assert "1 problem(s)" in err
+    assert f"managedLedgerDefaultEnsembleSize ({conf}:3): not a key the gateway uses" in err
 
 
 def lookup_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, object]]:

@@ -107,15 +107,14 @@ NO_LEGACY = "brokerServicePort=\nwebServicePort=\n"
 def test_a_config_that_opens_no_socket_is_an_error_naming_the_keys() -> None:
     with pytest.raises(ConfigError) as info:
         load(BASE + TWO + NO_LEGACY + "bindAdresses=internal:pulsar://127.0.0.1:6650\n")
-    [problem] = [str(p) for p in info.value.problems]
-    assert problem.startswith("bindAddresses: no socket would open")
+    typo, no_socket = [str(p) for p in info.value.problems]
+    # The misspelt key is an error of its own, beside the problem it causes.
+    assert typo.startswith("bindAdresses (test.conf:5): not a key the gateway uses, one edit")
+    assert typo.endswith("did you mean 'bindAddresses'?")
+    assert no_socket.startswith("bindAddresses: no socket would open")
     for key in ("brokerServicePort", "brokerServicePortTls", "webServicePort", "webServicePortTls"):
-        assert key in problem
-    # The warnings travel with the error: the misspelt key is why no socket opens.
-    assert info.value.warnings == [
-        "bindAdresses (test.conf:5): not a key the gateway uses; ignored; "
-        "did you mean 'bindAddresses'?"
-    ]
+        assert key in no_socket
+    assert info.value.warnings == []
 
 
 @pytest.mark.parametrize(
@@ -136,13 +135,8 @@ def test_an_invalid_port_is_reported_once_not_as_no_socket_too() -> None:
 @pytest.mark.parametrize(
     ("typed", "meant"),
     [
-        ("bindAdresses", "bindAddresses"),
-        ("BINDADDRESSES", "bindAddresses"),
-        ("webservicePortTLS", "webServicePortTls"),
-        ("advertisedListener", "advertisedListeners"),
-        ("tlsKeyFilepath", "tlsKeyFilePath"),
-        ("maxConnectionPerIp", "maxConnectionsPerIp"),
-        ("brokerServicPrt", "brokerServicePort"),
+        ("webservicePortTLS", "webServicePortTls"),  # case only: Java's keys are exact
+        ("brokerServicPrt", "brokerServicePort"),  # two edits: maybe a key of Pulsar's own
         ("managedLedgerDefaultEnsembleSize", None),
         ("tlsTrustStore", None),  # a Pulsar key of its own, not a typo of tlsKeyStore
         ("bindAddressesXYZ", None),  # three edits away
@@ -150,12 +144,85 @@ def test_an_invalid_port_is_reported_once_not_as_no_socket_too() -> None:
     ],
 )
 def test_unknown_keys_near_a_gateway_key_get_a_suggestion(typed: str, meant: str | None) -> None:
+    if meant is not None and typed.lower() == meant.lower():
+        assert "did you mean 'webServicePortTls'?" in only_problem(BASE + f"{typed}=1\n")
+        return
     [warning] = load(BASE + f"{typed}=1\n").warnings
     assert warning.startswith(f"{typed} (test.conf:2): not a key the gateway uses; ignored")
     if meant is None:
         assert "did you mean" not in warning
     else:
         assert warning.endswith(f"; did you mean '{meant}'?")
+
+
+@pytest.mark.parametrize(
+    ("typed", "meant"),
+    [
+        ("bindAdresses", "bindAddresses"),
+        ("BINDADDRESSES", "bindAddresses"),
+        ("advertisedListener", "advertisedListeners"),
+        ("tlsKeyFilepath", "tlsKeyFilePath"),
+        ("maxConnectionPerIp", "maxConnectionsPerIp"),
+        ("bind_address", "bindAddress"),  # a field's name is not a broker.conf key
+    ],
+)
+def test_a_key_one_edit_from_a_gateway_key_is_an_error(typed: str, meant: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load(BASE + f"{typed}=1\n")
+    [problem] = info.value.problems
+    assert problem.name == typed
+    assert str(problem).startswith(f"{typed} (test.conf:2): not a key the gateway uses, one edit")
+    assert str(problem).endswith(f"did you mean '{meant}'?")
+    assert info.value.warnings == []
+
+
+def test_strict_makes_every_unused_key_an_error() -> None:
+    text = BASE + "managedLedgerDefaultEnsembleSize=2\nunownedBundleRedirect=x\n"
+    assert len(load(text).warnings) == 2
+    with pytest.raises(ConfigError) as info:
+        validate_raw(parse_properties(text, "test.conf"), strict=True)
+    assert [p.name for p in info.value.problems] == [
+        "managedLedgerDefaultEnsembleSize",
+        "unownedBundleRedirect",
+    ]
+    assert all("(--strict refuses every unused key)" in str(p) for p in info.value.problems)
+    assert info.value.warnings == []
+    # The keys the gateway uses pass as they do without --strict.
+    assert validate_raw(parse_properties(BASE + TWO, "t"), strict=True).warnings == []
+
+
+def test_a_bad_per_listener_key_hides_no_other_problem() -> None:
+    """The issue's config: a misspelt per-listener key, a listener not declared in
+    bindAddresses, a port clash and two misspelt keys, all reported in one run."""
+    found = problems(
+        BASE + TWO + NO_LEGACY + "bindAddresses=internal:pulsar://127.0.0.1:6650,"
+        "ghost:pulsar://127.0.0.1:6651,external:pulsar://127.0.0.1:6650\n"
+        "listener.external.clientCidr=10.0.0.0/8\nbindAdresses=x\nadvertisedListener=y\n"
+    )
+    assert len(found) == 5, found
+    assert found[0] == (
+        "listener.external.clientCidr (test.conf:6): not a per-listener key; "
+        "did you mean 'clientCidrs'?"
+    )
+    assert any("listener 'ghost' is not declared" in p for p in found)
+    assert any("already binds (127.0.0.1:6650)" in p for p in found)
+    assert any(p.startswith("bindAdresses (test.conf:7)") for p in found)
+    assert any(p.startswith("advertisedListener (test.conf:8)") for p in found)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "listener.external.authenticationRequired=maybe\n",  # fails on its own
+        "listener.external.clientCidrs=10.0.0.0/8,bogus\n",  # fails as a table
+        "listener.external.authenticationRequired=maybe\nlistener.external.clientCidrs=x\n",
+        "listener.external=1\n",  # no key after the name
+    ],
+)
+def test_a_per_listener_value_that_fails_hides_no_rule(bad: str) -> None:
+    found = problems(BASE + TWO + "bindAddresses=ghost:pulsar://127.0.0.1:6651\n" + bad)
+    assert any("listener 'ghost' is not declared" in p for p in found), found
+    assert found[0].startswith("listener.external")
 
 
 def test_per_listener_keys_get_a_suggestion_too() -> None:
