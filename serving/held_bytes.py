@@ -28,6 +28,11 @@ API (used from the event loop's thread only)::
     budget.held, budget.peak, budget.held_by(owner), budget.refusals  # {kind: count}
     budget.expose(metrics)             # gauges and the refusal counter on /metrics
 
+    hold = budget.hold(owner)          # one thing held for owner (a forwarded answer):
+    reason = hold.add(n)               #   more bytes of it (None, or why not: nothing added)
+    reason = hold.keep(n)              #   it is now n bytes (a body made from what it was)
+    hold.release()                     #   written out or dropped: all given back (idempotent)
+
 Refusal kinds (the metric's ``reason`` label): ``client`` (per_owner), ``total``, and
 ``stalled`` (an owner closed to make room). Under ``run --workers N`` each worker has its own
 budget: the process total is per worker (N x total in all).
@@ -41,7 +46,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pulsar_lookup_gateway.serving.metrics import LookupMetrics
 
-__all__ = ["PER_OWNER", "TOTAL", "HeldBytes"]
+__all__ = ["PER_OWNER", "TOTAL", "HeldBytes", "Hold"]
 
 MIB = 1024 * 1024
 #: One client's bound: a 5 MB schema and its encoded answer fit, with room to spare.
@@ -118,6 +123,10 @@ class HeldBytes:
         """`owner` reads again."""
         self._stalled.pop(owner, None)
 
+    def hold(self, owner: object) -> Hold:
+        """A new, empty hold of `owner`'s, for one thing held on its behalf."""
+        return Hold(self, owner)
+
     def expose(self, metrics: LookupMetrics) -> None:
         """Show the budget on /metrics: bytes held (and the total), refusals by kind."""
         from prometheus_client import Counter, Gauge
@@ -171,3 +180,35 @@ class HeldBytes:
             self.forget(owner)
             self._refuse(STALLED, "")
             close("it did not read what the gateway held for it; a client that reads needed room")
+
+
+class Hold:
+    """The bytes of one thing held for one owner (a forwarded answer from the moment its
+    bytes are read until it is written out), charged to the budget and given back at once."""
+
+    __slots__ = ("budget", "owner", "size")
+
+    def __init__(self, budget: HeldBytes, owner: object) -> None:
+        self.budget = budget
+        self.owner = owner
+        self.size = 0
+
+    def add(self, size: int) -> str | None:
+        """`size` more bytes: None when charged, else why not (the hold keeps what it had)."""
+        refused = self.budget.charge(self.owner, size)
+        if refused is None:
+            self.size += max(size, 0)
+        return refused
+
+    def keep(self, size: int) -> str | None:
+        """The thing is now `size` bytes (say, a body made from an answer that is dropped):
+        the difference charged or given back; refused, the hold keeps what it had."""
+        if size > self.size:
+            return self.add(size - self.size)
+        self.budget.release(self.owner, self.size - size)
+        self.size = size
+        return None
+
+    def release(self) -> None:
+        self.budget.release(self.owner, self.size)
+        self.size = 0

@@ -80,3 +80,19 @@ def test_the_budget_shows_on_metrics() -> None:
     assert sample("pulsar_lookup_gateway_held_bytes") == 30 * KIB
     assert sample("pulsar_lookup_gateway_held_bytes_limit") == 100 * KIB
     assert sample("pulsar_lookup_gateway_held_bytes_refusals_total", {"reason": "client"}) == 2
+
+
+def test_a_hold_charges_its_owner_and_gives_everything_back_at_once() -> None:
+    budget = HeldBytes(total=100 * KIB, per_owner=40 * KIB)
+    hold = budget.hold("a")
+    assert hold.add(20 * KIB) is None
+    assert hold.add(30 * KIB) is not None  # its owner's bound: nothing added
+    assert hold.size == 20 * KIB and budget.held_by("a") == 20 * KIB
+    assert hold.keep(25 * KIB) is None  # a body a little larger than the answer it was
+    assert hold.keep(10 * KIB) is None
+    assert budget.held == 10 * KIB
+    assert hold.keep(50 * KIB) is not None
+    assert hold.size == 10 * KIB
+    hold.release()
+    hold.release()
+    assert budget.held == 0 and hold.size == 0
