@@ -59,6 +59,7 @@ lint: install
 
 # The documentation site, into site/ (strict: a broken link or a page out of the nav fails).
 docs: install
+	$(BIN)/python -m pulsar_lookup_gateway.listeners.config.reference
 	$(BIN)/mkdocs build --strict
 
 typecheck: install

@@ -31,24 +31,39 @@ class SocketKeys(KeyGroup):
     """Pulsar's legacy sockets: bindAddress and its four ports (rules.sockets plans them)."""
 
     bind_address: str = "0.0.0.0"
+    """Host of the legacy untagged sockets (the four ports below)."""
     broker_service_port: Port = 6650
+    """A legacy untagged binary socket on `bindAddress`; empty: none."""
     broker_service_port_tls: Port = None
+    """A legacy untagged binary TLS socket on `bindAddress`; empty: none."""
     web_service_port: Port = 8080
+    """A legacy untagged HTTP socket on `bindAddress`; empty: none."""
     web_service_port_tls: Port = None
+    """A legacy untagged HTTPS socket on `bindAddress`; empty: none."""
 
 
 class ListenerKeys(KeyGroup):
     advertised_listeners: tuple[AdvertisedListener, ...] = ()
+    """The gateway's own address on each network, `name:scheme://host:port,...`: schemes
+    `pulsar`, `pulsar+ssl`, `http`, `https`, one URL per scheme per listener. They declare the
+    listener names; they are never handed to a client as a broker address."""
     internal_listener_name: str | None = Field(None, validate_default=True)
-    # `listener.<name>.<key>=value`: per-listener settings, keyed by listener name.
+    """Labels lookups that name no listener and arrive on an untagged socket (they get the
+    brokers' default URLs); unset: the first listener of `advertisedListeners`."""
     listener_settings: dict[str, ListenerSettings] = Field(default_factory=dict)
-    # Load balancers whose PROXY headers and X-Forwarded-For / Forwarded headers are believed.
+    """`listener.<name>.<key>=value`: per-listener settings, keyed by listener name."""
     trusted_proxy_cidrs: CommaList = Field((), validate_default=True)
-    # Which of those headers are read from them, in order of preference (the first one a
-    # request carries; the others are ignored). Name only the header the proxies write: one
-    # they pass through untouched is the client's own. Blank: none (PROXY headers only).
+    """The load balancers (CIDRs) whose PROXY headers and `X-Forwarded-For` / `Forwarded`
+    headers are believed; required when a listener has `proxyProtocol=true`."""
     trusted_forwarded_headers: CommaList = FORWARDED_HEADERS
+    """Which forwarded headers are read from a peer in `trustedProxyCidrs`, in order of
+    preference: the first one a request carries is read, the others never. Name only the header
+    your proxy writes (`X-Forwarded-For` for nginx, Istio/Envoy and most HTTP balancers): one it
+    passes through is the client's own. Blank: none (TCP proxies, which send PROXY headers
+    only). Case ignored; an unknown or repeated name is an error."""
     bind_addresses: tuple[BindAddress, ...] = Field((), validate_default=True)
+    """`name:scheme://host:port,...`: one server socket per entry, tagged with the listener
+    `name`, whose broker addresses a lookup arriving there is answered with."""
 
     @field_validator("advertised_listeners", mode="before")
     @classmethod

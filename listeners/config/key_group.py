@@ -1,4 +1,5 @@
-"""KeyGroup: the base of each group of broker.conf keys that GatewayConfig is composed of."""
+"""KeyGroup: the base of each group of broker.conf keys that GatewayConfig is composed of.
+Each key's docstring is its description (docs/configuration/keys.md is generated from them)."""
 
 from __future__ import annotations
 
@@ -11,5 +12,9 @@ class KeyGroup(BaseModel):
     ignored (the whole config warns of unknown ones); frozen, as the config is."""
 
     model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="ignore",
+        frozen=True,
+        use_attribute_docstrings=True,
     )

@@ -42,37 +42,59 @@ class ListenerSettings(BaseModel):
     """Settings one listener may override, written `listener.<name>.<key>=value`.
     A TLS key left unset here falls back to the global key of the same name."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        use_attribute_docstrings=True,
+    )
 
     # Pulsar's proxy_through_service_url: clients would reconnect to the gateway with
     # CONNECT.proxy_to_broker_url and send their producers and consumers to it, which a lookup
     # service cannot serve. Accepted only as false (a config that spells out the default).
     proxy_through_service_url: bool = False
+    """Retired: true is an error (the gateway answers lookups and relays no connections)."""
 
     tls_certificate_file_path: OptionalText = None
+    """This listener's PEM certificate chain (unset: the global key)."""
     tls_key_file_path: OptionalText = None
+    """This listener's PEM private key (unset: the global key)."""
     tls_key_password: OptionalText = None
+    """The password of this listener's encrypted PEM key (unset: the global key)."""
     tls_trust_certs_file_path: OptionalText = None
+    """The CAs this listener's client certificates must chain to (unset: the global key)."""
     tls_key_store_type: StoreType = None
+    """`PEM` or `PKCS12` for this listener (unset: the global key)."""
     tls_key_store: OptionalText = None
+    """This listener's PKCS#12 keystore (unset: the global key)."""
     tls_key_store_password: OptionalText = None
+    """The password of this listener's keystore (unset: the global key)."""
     tls_require_trusted_client_cert_on_connect: bool | None = None
+    """Require a trusted client certificate on this listener (unset: the global key)."""
     tls_protocols: OptionalCommaList = None
+    """This listener's TLS versions (unset: the global key)."""
     tls_ciphers: OptionalCommaList = None
+    """This listener's cipher suites (unset: the global key)."""
 
-    # Whether lookups on this listener must authenticate (unset: authenticationEnabled).
     authentication_required: Annotated[bool | None, BeforeValidator(blank_is_none)] = None
-    # Listener names a client on this listener may ask for (listenerName, the header, the
-    # binary field); unset: any. A name outside the list is refused.
+    """Whether lookups on this listener must authenticate (unset: `authenticationEnabled`)."""
     allowed_listener_names: OptionalCommaList = None
+    """Listener names a client on this listener may ask for (`listenerName`, the header, the
+    binary field); unset: any. A name outside the list is refused; the socket's own listener is
+    always allowed."""
 
-    # Where a client is (issue: clients behind balancers all arrive from one address):
-    # TLS server names and client networks that choose this listener, on any socket.
+    # Where a client is (issue: clients behind balancers all arrive from one address).
     sni_hostnames: OptionalCommaList = None
+    """TLS server names that choose this listener on any TLS socket: exact names and
+    `*.suffix` wildcards, case ignored; the handshake presents this listener's certificate. A
+    name under two listeners is an error."""
     client_cidrs: OptionalCommaList = None
-    # This listener's sockets require a PROXY protocol header (v1 or v2) from a peer in
-    # trustedProxyCidrs before anything else, TLS included.
+    """Client networks (IPv4/IPv6 CIDRs, or bare addresses) that choose this listener on any
+    socket; the most specific prefix across listeners wins. One network under two listeners is
+    an error, and so are host bits."""
     proxy_protocol: bool = False
+    """This listener's sockets (binary and HTTP, plaintext and TLS) require a PROXY protocol v1
+    or v2 header before anything else, from a peer in `trustedProxyCidrs`."""
 
     @field_validator("proxy_through_service_url")
     @classmethod

@@ -34,11 +34,16 @@ class TopicKeys(KeyGroup):
     # Topic auto-creation (Pulsar's broker keys): what PARTITIONED_METADATA answers for a topic
     # that does not exist; a namespace policy's autoTopicCreationOverride wins over them.
     allow_auto_topic_creation: bool = True
+    """Whether a topic that does not exist may be created when a client asks for it (a
+    namespace's `autoTopicCreationOverride` wins); false: such topics are not found."""
     allow_auto_topic_creation_type: TopicType = TopicType.NON_PARTITIONED
+    """What auto-creation creates: `non-partitioned` or `partitioned` (a broker creates it)."""
     default_num_partitions: int = Field(1, ge=1)
-    # Topic listing: patterns longer than this are answered unfiltered (the client filters).
+    """The partitions of an auto-created partitioned topic."""
     subscription_pattern_max_length: int = Field(DEFAULT_PATTERN_MAX_LENGTH, ge=0)
+    """Topic-list patterns longer than this are answered unfiltered (the client filters)."""
     enable_broker_side_subscription_pattern_evaluation: bool = True
+    """Filter topic lists by the client's pattern; false: never filter."""
 
 
 class ProtocolHandlerKeys(KeyGroup):
@@ -48,9 +53,16 @@ class ProtocolHandlerKeys(KeyGroup):
     kafka_listener_map: Annotated[ListenerMap, BeforeValidator(partial(_listener_map, KAFKA))] = (
         None
     )
+    """Which listener gets which Kafka-on-Pulsar endpoint: `<listener>:<handler name>,...` (a
+    listener may get several names and a name go to several listeners); set, only what it maps
+    is given out; unset: the unambiguous guess (see Protocol handlers)."""
     mqtt_listener_map: Annotated[ListenerMap, BeforeValidator(partial(_listener_map, MQTT))] = None
+    """As `kafkaListenerMap`, for the MQTT handler's endpoints."""
     grpc_listener_map: Annotated[ListenerMap, BeforeValidator(partial(_listener_map, GRPC))] = None
+    """As `kafkaListenerMap`, for the gRPC handler's endpoints."""
     kafka_protocol_map: tuple[tuple[str, str], ...] = ()
+    """Kafka-on-Pulsar's own key (`kafka_internal:PLAINTEXT,kafka_external:SASL_SSL`): the
+    security protocol of each KoP listener name, shown with its endpoints."""
 
     @field_validator("kafka_protocol_map", mode="before")
     @classmethod
