@@ -92,7 +92,8 @@ class BrokerLookupForwarder:
         addresses = self._link.addresses
         registry = await addresses.registry()
         choice = answer.listener
-        listener = choice.name if choice.uses_listener_urls else None
+        # (unset for the internal listener: a broker answers it with its default URLs)
+        listener = None if choice.internal or not choice.uses_listener_urls else choice.name
         topic = answer.topic.full
         broker_id = answer.broker_id
         start = registry.brokers.get(broker_id) if broker_id is not None else None

@@ -114,7 +114,8 @@ class SeenCommand:
     listener_name: str | None = None  # LOOKUP's advertised_listener_name
     authoritative: bool | None = None
     creation: bool | None = None  # PARTITIONED_METADATA's metadata_auto_creation_enabled
-    properties: tuple[tuple[str, str], ...] = ()  # GET_TOPICS_OF_NAMESPACE's (PIP-452)
+    # GET_TOPICS_OF_NAMESPACE's (PIP-452), LOOKUP's (PIP-368)
+    properties: tuple[tuple[str, str], ...] = ()
 
 
 # Commands carrying a request id (field number) that the peer answers with SUCCESS.
@@ -147,6 +148,9 @@ class BrokerPeer:
     # Playing the load manager (see the module docstring).
     redirect_to: str | None = None
     take_ownership: Callable[[str], Awaitable[None]] | None = None
+    # Playing a broker with one bind address (tests/one_bind_brokers.py): the LOOKUP_RESPONSE
+    # frame for a LOOKUP (given with its request id), made by the test's cluster.
+    answer_lookup: Callable[[Any], bytes] | None = None
     connects: list[Any] = field(default_factory=list)  # CommandConnect bodies, in order
     _tasks: set[asyncio.Future[None]] = field(default_factory=set)
     _server: asyncio.Server | None = None
@@ -266,8 +270,11 @@ class BrokerPeer:
                     lookup.request_id,
                     lookup.advertised_listener_name,
                     lookup.authoritative,
+                    properties=tuple((item.key, item.value) for item in lookup.properties),
                 )
             )
+            if self.answer_lookup is not None:
+                return [self.answer_lookup(lookup)], False
             if self.redirect_to is not None and not lookup.authoritative:
                 reply = codec.lookup_response(
                     lookup.request_id,
