@@ -1,5 +1,5 @@
 """`pulsar-lookup-gateway watch`: follow the ownership watch of a running gateway, printing
-each message as one JSON line (README "Ownership watch")."""
+each message as one JSON line (docs/protocols/ownership-watch.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Lookup metrics under Pulsar's names, for binary and HTTP lookups alike, and the gateway's
-own (`pulsar_lookup_gateway_*`). README "Metrics" lists every series.
+own (`pulsar_lookup_gateway_*`). docs/operating/metrics.md lists every series.
 
 One process (`run`, `standalone`): gauges that mirror a value of ours (lookups in flight, the
 metadata source's state) read it at scrape time. `run --workers N`: prometheus-client's
