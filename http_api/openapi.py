@@ -260,7 +260,7 @@ OPENAPI: dict[str, Any] = {
             "get": {
                 "summary": (
                     "Ownership watch: a WebSocket that pushes where subscribed topics live, and "
-                    "every change (README: Ownership watch)"
+                    "every change (docs/protocols/ownership-watch.md)"
                 ),
                 "operationId": "watchOwnership",
                 "parameters": _LISTENER_PARAMS[:2],

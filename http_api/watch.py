@@ -1,4 +1,4 @@
-"""`GET /lookup/v2/watch`: the ownership watch over a WebSocket (README "Ownership watch").
+"""`GET /lookup/v2/watch`: the ownership watch, a WebSocket (docs/protocols/ownership-watch.md).
 
 The upgrade request is routed and authenticated as a lookup is (http_api.callers: the listener
 from `listenerName`, `X-Pulsar-ListenerName`, then the socket's rules; `Authorization: Bearer`
