@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,3 +57,42 @@ def test_the_readme_links_reach_files_of_the_repository() -> None:
         assert file.exists(), f"README.md links {target}, which does not exist"
         if anchor:
             assert anchor in anchors(file), f"README.md links {target}: no such heading"
+
+
+def build_site(tmp_path: Path, page: str) -> Path:
+    """A one-page site built strictly with mkdocs.yml's hook, in a repository of two files."""
+    from mkdocs.commands.build import build
+    from mkdocs.config import load_config
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "index.md").write_text(page)
+    (tmp_path / "exists.conf").write_text("key=value\n")
+    (tmp_path / "TOP.md").write_text("# Top\n\n[the config](exists.conf)\n")
+    (tmp_path / "docs" / "top.md").symlink_to("../TOP.md")
+    (tmp_path / "mkdocs.yml").write_text(
+        "site_name: t\nstrict: true\nvalidation:\n  links:\n    not_found: warn\n"
+        f"hooks:\n  - {ROOT / 'mkdocs_hooks.py'}\nnav:\n  - index.md\n  - top.md\n"
+    )
+    build(load_config(str(tmp_path / "mkdocs.yml")))
+    return tmp_path / "site"
+
+
+def test_links_to_repository_files_are_checked_and_served(tmp_path: Path) -> None:
+    """A page's link to a repository file outside docs/ is served from the site; one to a
+    top-level file symlinked into docs/ leads to its page, and that page's own links are read
+    from the file's place."""
+    site = build_site(tmp_path, "# Home\n\n[config](../exists.conf) and [top](../TOP.md)\n")
+    assert (site / "repository" / "exists.conf").read_text() == "key=value\n"
+    home = (site / "index.html").read_text()
+    assert 'href="repository/exists.conf"' in home and 'href="top/"' in home
+    assert 'href="../repository/exists.conf"' in (site / "top" / "index.html").read_text()
+
+
+def test_a_link_to_a_missing_repository_file_fails_the_strict_build(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from mkdocs.exceptions import Abort
+
+    with pytest.raises(Abort, match="in strict mode"):
+        build_site(tmp_path, "# Home\n\n[gone](../missing.conf)\n")
+    assert "links '../missing.conf', which is not in the repository" in caplog.text
