@@ -132,13 +132,15 @@ class LookupService:
         client: object = None,
         properties: Sequence[tuple[str, str]] = (),
         principal: Hashable = None,
+        forward: bool = True,
     ) -> LookupAnswer:
         """The answer for `topic` on the chosen listener. `role`: the authenticated client's
         role, checked when authorization is on (None: the socket needs no authentication).
         `client`: who asks, for the log line (its str() is made only when a line is written:
         every refused lookup at INFO, every answered one at DEBUG). `properties` (the
         client's lookup properties, PIP-368) and `principal` (who the broker is told asks)
-        go with a lookup forwarded to a broker (`forwarded`)."""
+        go with a lookup forwarded to a broker (`forwarded`); `forward=False`: the metadata's
+        own answer (the ownership watch reports what the metadata shows)."""
         labels = self._labels(choice, protocol)
         started = time.perf_counter()
         admission = self.admission
@@ -157,7 +159,7 @@ class LookupService:
                 place = (answer.topic.namespace_name, answer.bundle.lower)
                 held = ANSWER_BYTES + 2 * len(key[0])  # (its parsed name holds the name's parts)
                 self._keep(self._answers, key, answer, place, held)
-            if answer.needs_broker and self.forwarded is not None:
+            if forward and answer.needs_broker and self.forwarded is not None:
                 answer = await self.forwarded.answer(
                     answer,
                     watched=self._watches_ownership(),

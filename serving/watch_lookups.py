@@ -161,7 +161,9 @@ class WatchLookups:
         self.made += 1
         for _ in range(ATTEMPTS):
             try:
-                answer = await service.lookup(entry.topic, entry.choice, PROTOCOL, role=entry.role)
+                answer = await service.lookup(
+                    entry.topic, entry.choice, PROTOCOL, role=entry.role, forward=False
+                )
                 view = service.source.view
                 if answer.peer_cluster is None:
                     version = view.version
