@@ -33,7 +33,7 @@ import struct
 import sys
 import weakref
 from collections import Counter
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
 from typing import Any
 
 from aiohttp import WebSocketError, WSCloseCode, WSMsgType, web
@@ -56,6 +56,7 @@ from pulsar_lookup_gateway.lookup.errors import LookupFailure
 from pulsar_lookup_gateway.serving.metrics import PREFIX
 from pulsar_lookup_gateway.serving.ownership_watch import OwnershipWatch
 from pulsar_lookup_gateway.serving.service import LookupService
+from pulsar_lookup_gateway.serving.watch_turns import MESSAGE
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ CLOSE_TIMEOUT = 2.0  # seconds a closing stream waits for the client's close fra
 SEND_BUFFER = 64 * 1024
 SIOCOUTQ = 0x5411  # Linux: bytes in a TCP socket's send queue, not yet acknowledged
 TCPI_BYTES_ACKED = 120  # Linux: offset of struct tcp_info's tcpi_bytes_acked (since 4.1)
+SEND_SLICE = 64  # messages a stream writes at a time (then waits for its next turn)
 
 
 class WatchMetrics:
@@ -243,6 +245,22 @@ class _SendQueue:
         self.acked = -1
         self.still_for = 0.0  # seconds with bytes waiting and none acknowledged
 
+    @contextlib.contextmanager
+    def corked(self, cork: bool) -> Iterator[None]:
+        """Hold what is written meanwhile in the kernel and send it as few segments
+        (TCP_CORK): a stream's many small messages cost one send's work, not one each."""
+        raw = self.socket
+        if not cork or raw is None:
+            yield
+            return
+        with contextlib.suppress(OSError):
+            raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 0)
+
     def stalled(self, elapsed: float, timeout: float) -> bool:
         """Sampled every `elapsed` seconds: has the client taken nothing for `timeout`?"""
         if self.socket is None:
@@ -382,19 +400,29 @@ class _Stream:
         """Send what is pending; a client that takes nothing for the stalled-reader timeout is
         cut off (a close frame could not reach it either)."""
         timeout = self.watches.settings.stalled_reader_timeout
+        turns = self.hub.turns
         while True:
             await self._wake.wait()
             self._wake.clear()
             messages = self.state.take()
-            for message in messages:
+            # In slices, each in the stream's turn, written together (one TCP segment for
+            # many small frames instead of one each)
+            for start in range(0, len(messages), SEND_SLICE):
+                batch = messages[start : start + SEND_SLICE]
+                await turns.take(len(batch) * MESSAGE)
                 try:
-                    await asyncio.wait_for(self.ws.send_str(message), timeout)
+                    await asyncio.wait_for(self._send(batch), timeout)
                 except TimeoutError:
                     self._stalled()
                     return
                 except ConnectionError:
                     return
-            self.metrics.messages.inc(len(messages))
+                self.metrics.messages.inc(len(batch))
+
+    async def _send(self, batch: list[str]) -> None:
+        with self._send_queue.corked(len(batch) > 1):
+            for message in batch:
+                await self.ws.send_str(message)
 
     async def _watch_send_queue(self) -> None:
         """Close the stream once the client has taken nothing of its send queue for the

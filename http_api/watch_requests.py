@@ -7,7 +7,6 @@ error for that name, the stream stays open.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Protocol
 
@@ -19,13 +18,14 @@ from pulsar_lookup_gateway.lookup.ownership_changes import ErrorCode
 from pulsar_lookup_gateway.lookup.topics import TopicName
 from pulsar_lookup_gateway.lookup.untrusted import printable
 from pulsar_lookup_gateway.serving.ownership_watch import OwnershipWatch
+from pulsar_lookup_gateway.serving.watch_turns import NAME, REQUEST_BYTES
 
 # Close codes (RFC 6455 leaves 4000-4999 to applications).
 UNAUTHENTICATED = 4001
 LIMIT_EXCEEDED = 4008
 #: Invalid names of one subscribe told one by one; the rest are counted in one more error.
 INVALID_TOLD = 16
-YIELD_EVERY = 256  # names a subscribe parses before it lets other streams run
+SLICE = 64  # names a subscribe parses at a time (then waits for its next turn)
 
 
 class Stream(Protocol):
@@ -50,6 +50,9 @@ class WatchRequests:
 
     async def handle(self, text: str) -> None:
         stream = self.stream
+        await self.hub.turns.take(len(text) // REQUEST_BYTES)  # (its JSON parsed in its turn)
+        if stream.closing:
+            return
         try:
             request = json.loads(text)
         except ValueError:
@@ -85,9 +88,11 @@ class WatchRequests:
         topics: dict[str, TopicName] = {}
         invalid = 0
         untold: tuple[str, str] | None = None  # the first invalid name not told on its own
-        for count, name in enumerate(names, 1):
-            if count % YIELD_EVERY == 0:
-                await asyncio.sleep(0)  # (other streams' messages go out meanwhile)
+        turns = self.hub.turns
+        for count, name in enumerate(names):
+            if count % SLICE == 0:
+                # (a slice of names in the stream's turn)
+                await turns.take(min(SLICE, len(names) - count) * NAME)
                 if stream.closing:
                     return
             try:

@@ -17,7 +17,7 @@ off while a change is pushed. No I/O here: the streams (http_api.watch) send.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from pulsar_lookup_gateway.lookup.selection import ListenerChoice
 from pulsar_lookup_gateway.lookup.topics import TopicName
@@ -26,9 +26,10 @@ from pulsar_lookup_gateway.serving.collection_hold import CollectionHold
 from pulsar_lookup_gateway.serving.service import LookupService
 from pulsar_lookup_gateway.serving.watch_index import Sink, WatchedTopic, WatchIndex
 from pulsar_lookup_gateway.serving.watch_lookups import WatchLookups
+from pulsar_lookup_gateway.serving.watch_turns import NAME, Turns
 
 FIRST_ANSWER_WAIT = 5.0  # seconds a subscribe waits for its topics' first lookups
-SUBSCRIBE_YIELD_EVERY = 256  # topics a subscribe takes in before it lets other tasks run
+SUBSCRIBE_SLICE = 64  # topics a subscribe takes in at a time (then waits for its next turn)
 
 
 class OwnershipWatch:
@@ -37,7 +38,9 @@ class OwnershipWatch:
         self._memo = service.memo
         self._index = WatchIndex(self._memo)
         self._hold = CollectionHold()
-        self._lookups = WatchLookups(service, self._index, self._hold)
+        #: The watch's share of each loop turn: its streams' requests, lookups and messages.
+        self.turns = Turns()
+        self._lookups = WatchLookups(service, self._index, self._hold, self.turns)
         self._dirty: set[Key] = set()
         self._appeared: set[str] = set()  # nodes (or parents + "/") written since the flush
         self._flush: asyncio.Handle | None = None
@@ -55,7 +58,7 @@ class OwnershipWatch:
     # -- streams --------------------------------------------------------------------------
 
     async def subscribe(
-        self, sink: Sink, topics: Iterable[TopicName], choice: ListenerChoice, role: str | None
+        self, sink: Sink, topics: Collection[TopicName], choice: ListenerChoice, role: str | None
     ) -> None:
         """Watch `topics` for `sink`; returns once each was looked up (or FIRST_ANSWER_WAIT
         passed): a stream reads its next request only then, so one client has one batch of
@@ -63,9 +66,9 @@ class OwnershipWatch:
         self._observe()
         waiting: list[asyncio.Future[None]] = []
         index, lookups = self._index, self._lookups
-        for count, topic in enumerate(topics, 1):
-            if count % SUBSCRIBE_YIELD_EVERY == 0:
-                await asyncio.sleep(0)  # (other streams' messages and requests meanwhile)
+        for count, topic in enumerate(topics):
+            if count % SUBSCRIBE_SLICE == 0:
+                await self.turns.take(min(SUBSCRIBE_SLICE, len(topics) - count) * NAME)
             entry, new = index.watch(topic, choice, role)
             if new:
                 lookups.first(sink, entry)

@@ -31,6 +31,7 @@ from pulsar_lookup_gateway.lookup.ownership_changes import (
 from pulsar_lookup_gateway.serving.collection_hold import CollectionHold
 from pulsar_lookup_gateway.serving.service import LookupService
 from pulsar_lookup_gateway.serving.watch_index import Sink, WatchedTopic, WatchIndex
+from pulsar_lookup_gateway.serving.watch_turns import LOOKUP, Turns
 
 log = logging.getLogger(__name__)
 
@@ -39,14 +40,16 @@ CONCURRENCY = 32  # lookups in flight for the watch
 RETRY_INTERVAL = 1.0  # seconds before a topic whose state cannot be told is tried again
 #: Lookups of one topic while the metadata keeps changing under them (then: tried again later).
 ATTEMPTS = 3
-YIELD_EVERY = 64  # lookups the workers make in one loop iteration, all together
 FIRST_BATCH = 16  # first lookups of one stream taken in a row (then the next stream's)
 UNAVAILABLE = "the gateway cannot read this topic's metadata now; it keeps trying"
 
 
 class WatchLookups:
-    def __init__(self, service: LookupService, index: WatchIndex, hold: CollectionHold) -> None:
+    def __init__(
+        self, service: LookupService, index: WatchIndex, hold: CollectionHold, turns: Turns
+    ) -> None:
         self.service = service
+        self._turns = turns  # each lookup waits for its share of a loop turn
         self._index = index
         self._hold = hold  # ended once every queued lookup was made and told
         # To look up: again after a change (first), and for the first time, per stream
@@ -54,7 +57,6 @@ class WatchLookups:
         self._again: OrderedDict[WatchedTopic, None] = OrderedDict()
         self._firsts: OrderedDict[Sink, deque[WatchedTopic]] = OrderedDict()
         self._taken = 0  # first lookups taken in a row from the stream in front
-        self._burst = 0  # lookups started in this loop iteration
         self._workers = 0
         self._retry: set[WatchedTopic] = set()
         self._retry_timer: asyncio.TimerHandle | None = None
@@ -128,16 +130,13 @@ class WatchLookups:
     async def _work(self) -> None:
         try:
             while True:
-                if self._burst >= YIELD_EVERY:
-                    # Warm lookups finish without waiting: the loop polls its sockets (the
-                    # streams send, requests are read) before the workers go on.
-                    await asyncio.sleep(0)
+                # Warm lookups finish without waiting: each waits for its share of a loop turn,
+                # so the loop polls its sockets between a few of them (serving.watch_turns).
+                if self._again or self._firsts:
+                    await self._turns.take(LOOKUP)
                 entry = self._next()
                 if entry is None:
                     break
-                self._burst += 1
-                if self._burst == 1:  # (runs after the loop's next poll)
-                    asyncio.get_running_loop().call_soon(self._new_burst)
                 try:
                     await self._look_up(entry)
                 except Exception:  # a bug of ours must not end the watch of every topic
@@ -152,9 +151,6 @@ class WatchLookups:
             self._workers -= 1
             if not self._workers and not self._again and not self._firsts:
                 self._hold.end()
-
-    def _new_burst(self) -> None:
-        self._burst = 0
 
     async def _look_up(self, entry: WatchedTopic) -> None:
         service = self.service

@@ -1,0 +1,302 @@
+"""A subscribe herd on the ownership watch: N streams, connected first, all send one subscribe
+of T new topics at once. Measured: how fast the streams get their first answers, and what the
+herd does to a bystander's cached binary lookup on another socket of the same gateway (its
+latency before the herd, the baseline, and during it, in the same run).
+
+    .venv/bin/python -m bench.watch_herd [--streams 1000] [--topics 100] [--rounds 1]
+
+The gateway runs alone in a child process (one event loop, as `run`) on a file snapshot of 20
+brokers and one namespace of 64 owned bundles, with an HTTP socket (the watch) and a binary
+socket. The bystander is a third process: one binary connection that asks the same topic (a
+memo hit) every 5 ms and times each answer. This process opens the streams (100 connecting at
+a time, none subscribing), waits a second, then sends every stream's subscribe in one go
+(topics of their own: `s<n>-t<t>`, so every topic is a new lookup) and times each topic's first
+answer from the moment its stream's subscribe was sent. `--rounds`: herds one after another on
+the same gateway (new streams, new topics), each reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import json
+import multiprocessing
+import os
+import resource
+import socket
+import struct
+import sys
+import tempfile
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from bench.common import percentile, receive
+from pulsar_lookup_gateway.lookup.bundles import NamespaceBundles
+from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
+from pulsar_lookup_gateway.metadata_store.synthetic import broker_node, ownership_node
+
+BROKERS = 20
+BUNDLES = 64
+NAMESPACE = "bench/herd"
+CONNECT_BATCH = 100  # streams connecting at once
+BYSTANDER_EVERY = 0.005  # seconds between the bystander's lookups
+QUIET = 2.0  # seconds of the bystander's baseline, before the herd
+AFTER = 1.0  # seconds the bystander goes on after the herd's last first answer
+_HEADER = struct.Struct(">I")
+
+
+def cluster() -> dict[str, Any]:
+    nodes: dict[str, Any] = {}
+    for i in range(1, BROKERS + 1):
+        nodes[f"/loadbalance/brokers/b{i}:8080"] = broker_node(i, usage=i / BROKERS)
+    nodes["/loadbalance/leader"] = {"brokerId": "b1:8080"}
+    bundles = NamespaceBundles.equal(BUNDLES)
+    boundaries = [f"0x{b:08x}" for b in bundles.boundaries]
+    nodes[f"/admin/policies/{NAMESPACE}"] = {
+        "bundles": {"boundaries": boundaries, "numBundles": BUNDLES}
+    }
+    for j, name in enumerate(bundles.names()):
+        nodes[f"/namespace/{NAMESPACE}/{name}"] = ownership_node(j % BROKERS + 1)
+    return nodes
+
+
+# -- the gateway, in a child process ----------------------------------------------------------
+
+
+def _serve(config_text: str, conn: Connection, profile: str | None) -> None:
+    """Child process: a gateway; sends its (HTTP, binary) ports, answers "lookups" with the
+    watch's lookups made so far, stops at "stop"; `profile`: where its cProfile goes."""
+    from pulsar_lookup_gateway.gateway.process import Gateway, raise_open_files_limit
+    from pulsar_lookup_gateway.http_api.watch import watches_for
+    from pulsar_lookup_gateway.listeners.config.conf_file import parse_properties
+    from pulsar_lookup_gateway.listeners.config.model import validate_raw
+
+    async def run() -> None:
+        raise_open_files_limit()
+        gateway = Gateway(validate_raw(parse_properties(config_text, "bench.conf")).config)
+        await gateway.start()
+        conn.send((gateway.port_of("external", "http"), gateway.port_of("external", "pulsar")))
+        loop = asyncio.get_running_loop()
+        while (message := await loop.run_in_executor(None, conn.recv)) != "stop":
+            assert message == "lookups"
+            conn.send(watches_for(gateway.service).hub.lookups)
+        await gateway.stop()
+
+    if profile is None:
+        asyncio.run(run())
+        return
+    profiler = cProfile.Profile()
+    profiler.runcall(asyncio.run, run())
+    profiler.dump_stats(profile)
+
+
+# -- the bystander, in a process of its own -----------------------------------------------------
+
+
+def _frame(sock: socket.socket, buffer: bytearray) -> bytes:
+    while True:
+        if len(buffer) >= 4:
+            (size,) = _HEADER.unpack_from(buffer, 0)
+            if len(buffer) >= 4 + size:
+                frame = bytes(buffer[4 : 4 + size])
+                del buffer[: 4 + size]
+                return frame
+        data = sock.recv(65536)
+        if not data:
+            raise ConnectionError("the gateway closed the bystander's connection")
+        buffer += data
+
+
+def _bystander(port: int, conn: Connection) -> None:
+    """One binary connection asking the same topic every BYSTANDER_EVERY seconds; sends back
+    (sent at, took) for every lookup once told "stop"."""
+    from pulsar_lookup_gateway.listeners.protocol import codec
+
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    buffer = bytearray()
+    sock.sendall(codec.connect("bench", 21))
+    _frame(sock, buffer)  # CONNECTED
+    topic = f"persistent://{NAMESPACE}/bystander"
+    samples: list[tuple[float, float]] = []
+    request = 0
+    conn.send("ready")
+    while not conn.poll():
+        request = request % 1000 + 1
+        sent = time.perf_counter()
+        sock.sendall(codec.lookup(topic, request))
+        _frame(sock, buffer)
+        samples.append((sent, time.perf_counter() - sent))
+        time.sleep(BYSTANDER_EVERY)
+    conn.recv()
+    conn.send(samples)
+    sock.close()
+
+
+# -- the herd ---------------------------------------------------------------------------------
+
+
+async def _stream(
+    session: aiohttp.ClientSession, url: str, opened: asyncio.Semaphore
+) -> aiohttp.ClientWebSocketResponse:
+    async with opened:
+        return await session.ws_connect(url, max_msg_size=1 << 20)
+
+
+async def _first_answers(
+    ws: aiohttp.ClientWebSocketResponse, topics: list[str], sent: float, firsts: list[float]
+) -> None:
+    waiting = set(topics)
+    async for message in ws:
+        body = json.loads(message.data)
+        topic = body.get("topic")
+        if topic in waiting:
+            waiting.discard(topic)
+            firsts.append(time.perf_counter() - sent)
+            if not waiting:
+                return
+
+
+async def herd(
+    session: aiohttp.ClientSession, url: str, args: argparse.Namespace, round_: int
+) -> tuple[float, float, list[float]]:
+    """One herd: (when the subscribes were sent, when the last first answer came, every
+    topic's first answer's wait)."""
+    opened = asyncio.Semaphore(CONNECT_BATCH)
+    streams = await asyncio.gather(*(_stream(session, url, opened) for _ in range(args.streams)))
+    await asyncio.sleep(1.0)
+    names = [
+        [f"persistent://{NAMESPACE}/r{round_}-s{n}-t{t}" for t in range(args.topics)]
+        for n in range(args.streams)
+    ]
+    frames = [json.dumps({"type": "subscribe", "topics": topics}) for topics in names]
+    firsts: list[float] = []
+    started = time.perf_counter()
+    waits = []
+    for ws, topics, frame in zip(streams, names, frames, strict=True):
+        sent = time.perf_counter()
+        await ws.send_str(frame)
+        waits.append(asyncio.create_task(_first_answers(ws, topics, sent, firsts)))
+    await asyncio.wait_for(asyncio.gather(*waits), 120)
+    ended = time.perf_counter()
+    await asyncio.gather(*(ws.close() for ws in streams))
+    return started, ended, firsts
+
+
+async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
+    context = multiprocessing.get_context("spawn")
+    loop = asyncio.get_running_loop()
+    with tempfile.TemporaryDirectory() as tmp:
+        snapshot = Path(tmp) / "cluster.json"
+        write_snapshot(snapshot, cluster())
+        config = (
+            f"metadataStoreUrl=file:{snapshot}\n"
+            "advertisedListeners=external:pulsar://127.0.0.2:6650,"
+            "external:http://127.0.0.2:8080\n"
+            "bindAddresses=external:http://127.0.0.1:0,external:pulsar://127.0.0.1:0\n"
+            "brokerServicePort=\nwebServicePort=\n"
+            "watchMaxStreamsPerAddress=0\nwatchMaxStreamsPerRole=0\nmaxHttpServerConnections=0\n"
+        )
+        parent, child = context.Pipe()
+        gateway = context.Process(target=_serve, args=(config, child, args.profile))
+        gateway.start()
+        results = []
+        try:
+            http_port, binary_port = await loop.run_in_executor(None, receive, parent, 60)
+            url = f"http://127.0.0.1:{http_port}/lookup/v2/watch"
+            connector = aiohttp.TCPConnector(limit=0)
+            async with aiohttp.ClientSession(connector=connector) as session:
+                for round_ in range(args.rounds):
+                    results.append(await _round(session, url, binary_port, parent, args, round_))
+        finally:
+            parent.send("stop")
+            gateway.join(30)
+            if gateway.is_alive():
+                gateway.kill()
+    return results
+
+
+async def _round(
+    session: aiohttp.ClientSession,
+    url: str,
+    binary_port: int,
+    gateway: Connection,
+    args: argparse.Namespace,
+    round_: int,
+) -> dict[str, Any]:
+    loop = asyncio.get_running_loop()
+    context = multiprocessing.get_context("spawn")
+    mine, theirs = context.Pipe()
+    bystander = context.Process(target=_bystander, args=(binary_port, theirs))
+    bystander.start()
+    try:
+        assert await loop.run_in_executor(None, receive, mine, 30) == "ready"
+        gateway.send("lookups")
+        before = await loop.run_in_executor(None, receive, gateway, 10)
+        quiet_from = time.perf_counter()
+        await asyncio.sleep(QUIET)
+        quiet_to = time.perf_counter()
+        started, ended, firsts = await herd(session, url, args, round_)
+        await asyncio.sleep(AFTER)
+        mine.send("stop")
+        samples: list[tuple[float, float]] = await loop.run_in_executor(None, receive, mine, 30)
+        gateway.send("lookups")
+        lookups = await loop.run_in_executor(None, receive, gateway, 10) - before
+    finally:
+        bystander.join(30)
+        if bystander.is_alive():
+            bystander.kill()
+    quiet = [took for at, took in samples if quiet_from <= at < quiet_to]
+    during = [took for at, took in samples if started <= at < ended]
+    return {
+        "round": round_,
+        "streams": args.streams,
+        "topics": args.topics,
+        "lookups": lookups,
+        "quiet_p50_ms": percentile(quiet, 0.5) * 1000,
+        "quiet_p99_ms": percentile(quiet, 0.99) * 1000,
+        "quiet_max_ms": max(quiet, default=float("nan")) * 1000,
+        "herd_p50_ms": percentile(during, 0.5) * 1000,
+        "herd_p99_ms": percentile(during, 0.99) * 1000,
+        "herd_max_ms": max(during, default=float("nan")) * 1000,
+        "herd_samples": len(during),
+        "first_p50_ms": percentile(firsts, 0.5) * 1000,
+        "first_p99_ms": percentile(firsts, 0.99) * 1000,
+        "first_max_ms": max(firsts, default=float("nan")) * 1000,
+        "herd_s": ended - started,
+    }
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="bench.watch_herd")
+    parser.add_argument("--streams", type=int, default=1000)
+    parser.add_argument("--topics", type=int, default=100, help="per stream")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--profile", metavar="FILE", help="the gateway's cProfile stats")
+    args = parser.parse_args(argv)
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    print(
+        "| streams x topics | watch lookups | bystander p50 / p99 / max: quiet (baseline) | "
+        "during the herd (samples) | first answers p50 / p99 / max | herd served in |\n"
+        "|---|---|---|---|---|---|"
+    )
+    for r in asyncio.run(measure(args)):
+        print(
+            f"| {r['streams']} x {r['topics']} | {r['lookups']} |"
+            f" {r['quiet_p50_ms']:.1f} / {r['quiet_p99_ms']:.1f} / {r['quiet_max_ms']:.1f} ms |"
+            f" {r['herd_p50_ms']:.1f} / {r['herd_p99_ms']:.1f} / {r['herd_max_ms']:.1f} ms"
+            f" ({r['herd_samples']}) |"
+            f" {r['first_p50_ms']:.0f} / {r['first_p99_ms']:.0f} / {r['first_max_ms']:.0f} ms |"
+            f" {r['herd_s']:.2f} s |"
+        )
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
