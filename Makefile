@@ -7,7 +7,7 @@ RUN_STAMP := $(VENV)/.installed-run
 ZK_JAR := /usr/share/java/zookeeper.jar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install install-run zookeeper tools run test lint typecheck unit soak bench proto docs clean
+.PHONY: install install-run zookeeper tools run test check lint typecheck unit soak bench proto docs clean
 
 # Everything the tests and benchmarks use: the package with its extras, ZooKeeper, the neighbours.
 install: $(STAMP) zookeeper tools
@@ -65,11 +65,19 @@ docs: install
 typecheck: install
 	$(BIN)/mypy pulsar_lookup_gateway tests bench
 
+# The pure unit tests alone (no processes, no sockets): well under a minute.
 unit: install
 	$(BIN)/python -m pytest tests/unit -q
 
+# Before a commit: ruff, the strict docs build, mypy and the unit tests.
+check: lint typecheck unit
+
+# Everything, on TEST_WORKERS xdist workers: most tests wait on real processes (ZooKeeper, the
+# gateway, nginx, Spark), so more workers than cores pays; tests sharing the Spark session stay
+# on one worker (--dist loadgroup).
+TEST_WORKERS ?= 3
 test: lint typecheck
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 # The reliability tests with longer runs and larger counts (`make test` runs the short version).
 soak: install

@@ -24,6 +24,32 @@ settings.register_profile("dev", deadline=None, max_examples=100)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
+# Helper modules whose use means a test starts a Debian neighbour (nginx, HAProxy, Prometheus).
+NEIGHBOUR_HELPERS = {"tests.neighbours", "tests.deploy.prometheus_server", "tests.deploy.gateways"}
+
+
+def _uses_neighbours(module: Any) -> bool:
+    return any(
+        getattr(value, "__module__", None) in NEIGHBOUR_HELPERS or value_name in NEIGHBOUR_HELPERS
+        for value_name, value in vars(module).items()
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Markers by what a test starts, so `-m "not spark and not neighbours"` needs no list kept
+    by hand; tests sharing the one Spark session run on one xdist worker (one JVM per run)."""
+    for item in items:
+        path = item.path.as_posix()
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)
+            item.add_marker(pytest.mark.xdist_group("spark-session"))
+        elif "/tests/integration/zones/" in path:
+            item.add_marker(pytest.mark.spark)
+        module = getattr(item, "module", None)
+        if "/tests/deploy/" in path or (module is not None and _uses_neighbours(module)):
+            item.add_marker(pytest.mark.neighbours)
+
+
 @pytest.fixture(scope="session")
 def zookeeper() -> Iterator[EmbeddedZooKeeper]:
     server = EmbeddedZooKeeper()
