@@ -15,6 +15,7 @@ from typing import Any
 
 from pulsar_lookup_gateway.console.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from pulsar_lookup_gateway.console.table import format_table
+from pulsar_lookup_gateway.gateway.explain_command import add_parser as add_explain_parser
 from pulsar_lookup_gateway.gateway.logs import FORMATS, LEVEL_ENV, LEVELS, resolve_level
 from pulsar_lookup_gateway.gateway.standalone import cmd_standalone
 from pulsar_lookup_gateway.gateway.startup import (
@@ -28,6 +29,7 @@ from pulsar_lookup_gateway.gateway.startup import (
 from pulsar_lookup_gateway.gateway.version import gateway_version
 from pulsar_lookup_gateway.gateway.watch_command import add_parser as add_watch_parser
 from pulsar_lookup_gateway.listeners.config.model import ConfigError, GatewayConfig, load_config
+from pulsar_lookup_gateway.listeners.explain import answer_fields
 from pulsar_lookup_gateway.lookup.errors import LookupFailure
 from pulsar_lookup_gateway.lookup.protocol_data import PROTOCOL_NAME_RULE, is_protocol_name
 from pulsar_lookup_gateway.lookup.resolve import LookupAnswer, ResolvePolicy
@@ -189,6 +191,7 @@ def _parser() -> argparse.ArgumentParser:
     zones_cli.add_arguments(zones, master_default=zones_cli.DEFAULT_MASTER)
     zones.set_defaults(handler=zones_cli.run)
     add_watch_parser(sub)  # (gateway.watch_command)
+    add_explain_parser(sub)  # (gateway.explain_command)
     for command in sub.choices.values():
         _add_log_options(command)
     return parser
@@ -506,19 +509,7 @@ async def _protocol_lookup(
 
 def answer_json(answer: LookupAnswer) -> dict[str, Any]:
     """An absent URL is "", as in the HTTP lookup's LookupData (and an unset binary field)."""
-    return {
-        "topic": answer.topic.full,
-        "bundle": answer.bundle.name,
-        "response": answer.response.value,
-        "authoritative": answer.authoritative,
-        "brokerId": answer.broker_id,
-        "brokerServiceUrl": answer.urls.service_url or "",
-        "brokerServiceUrlTls": answer.urls.service_url_tls or "",
-        "httpUrl": answer.urls.http_url or "",
-        "httpUrlTls": answer.urls.http_url_tls or "",
-        "listener": answer.listener.name,
-        "listenerChosenBy": answer.listener.source.value,
-    }
+    return answer_fields(answer)
 
 
 if __name__ == "__main__":

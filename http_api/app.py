@@ -5,7 +5,8 @@ socket's listener (None: a legacy port), built complete from the socket's settin
 - lookup (http_api.lookup_routes): Pulsar's lookup REST routes, the bundle and protocol routes;
 - admin (http_api.admin_routes): partitioned metadata, a namespace's topics, schemas;
 - operations (http_api.operations): probes, metrics, the listener table, OpenAPI, no route;
-- watch (http_api.watch): the ownership watch over a WebSocket.
+- watch (http_api.watch): the ownership watch over a WebSocket;
+- explain (http_api.explain_route): why a client gets its answer, for super-users.
 
 Who asks, and the route a request takes, are decided for all of them by the socket's
 `Callers` (http_api.callers). The Pulsar C++ and Python clients send no listener name over
@@ -28,6 +29,8 @@ from aiohttp import web
 from pulsar_lookup_gateway.brokers.link import BrokerLink
 from pulsar_lookup_gateway.http_api.admin_routes import AdminRoutes
 from pulsar_lookup_gateway.http_api.callers import Callers
+from pulsar_lookup_gateway.http_api.explain_route import PATH as EXPLAIN_PATH
+from pulsar_lookup_gateway.http_api.explain_route import ExplainRoute
 from pulsar_lookup_gateway.http_api.lookup_routes import LookupRoutes
 from pulsar_lookup_gateway.http_api.operations import OperationsRoutes
 from pulsar_lookup_gateway.http_api.settings import HttpSettings
@@ -59,6 +62,7 @@ def build_app(
     admin = AdminRoutes(service, callers, broker_link)
     operations = OperationsRoutes(service, callers, settings)
     watch = WatchEndpoint(watches_for(service, settings.watch), callers)
+    explainer = ExplainRoute(service, callers, settings)
     # No middleware: aiohttp adds a layer of its own to every request once there is one, and a
     # lookup is cheap enough for that to show. Topic routes answer their failures themselves
     # (mapped in http_api.errors); anything else ends in the catch-all route below.
@@ -79,6 +83,7 @@ def build_app(
             web.get(SCHEMA_PATH + f"/{{version:{SEGMENT}}}", admin.schema),
             web.get(WATCH_PATH, watch.route),
             web.get("/admin/v2/gateway/listeners", operations.listeners),
+            web.get(EXPLAIN_PATH, explainer.explain),
             web.get("/status.html", operations.status_page),
             web.get("/health", operations.health),
             web.get("/ready", operations.ready),

@@ -319,6 +319,38 @@ OPENAPI: dict[str, Any] = {
                 },
             }
         },
+        "/admin/v2/gateway/explain": {
+            "get": {
+                "summary": (
+                    "Why a client with the facts given gets its answer on one of the gateway's "
+                    "sockets: each step of the routing decision, what would be refused, the "
+                    "bundle, its owner and the URLs (super-users only on a socket that requires "
+                    "authentication)"
+                ),
+                "operationId": "explain",
+                "parameters": [
+                    {
+                        "name": name,
+                        "in": "query",
+                        "required": name == "topic",
+                        "schema": {"type": "string", "maxLength": 1024},
+                    }
+                    for name in (
+                        "topic",
+                        "socket",
+                        "clientAddress",
+                        "serverName",
+                        "header",
+                        "listenerName",
+                    )
+                ],
+                "responses": {
+                    "200": _json("the explanation", {"type": "object"}),
+                    "400": _error("a parameter missing or wrong"),
+                    **_ACCESS_ERRORS,
+                },
+            }
+        },
         "/openapi.json": {
             "get": {
                 "summary": "This document",

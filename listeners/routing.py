@@ -39,6 +39,8 @@ from pulsar_lookup_gateway.lookup.selection import (
     ChoiceSource,
     ClientRoutes,
     ListenerChoice,
+    Step,
+    Trace,
     choose_listener,
     given_name,
     is_listener_name,
@@ -110,6 +112,9 @@ class Facts:
     header: str | None = None  # HTTP X-Pulsar-ListenerName
     topic: str | TopicName | None = None  # None: a watch stream's (its topics come later)
     proof: Proof = NO_PROOF
+    #: Where decide() records its steps (`explain`: a refusal is then not counted nor logged,
+    #: as no lookup was made); None for a request.
+    trace: Trace | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,15 +163,20 @@ class Router:
             declared=service.declared_listeners,
         )
 
-    def route(self, origin: ClientOrigin | None, server_name: str | None) -> Route:
-        """The unnamed route of a client at `origin` that dialled `server_name` (TLS)."""
-        if not self.located:
+    def route(
+        self, origin: ClientOrigin | None, server_name: str | None, trace: Trace | None = None
+    ) -> Route:
+        """The unnamed route of a client at `origin` that dialled `server_name` (TLS);
+        `trace`: where its steps are recorded (`explain`: decided again, not read from the
+        socket's route)."""
+        if not self.located and trace is None:
             return self.socket_route
         choice = self._choose(
             server_name=server_name,
             client_address=origin.address if origin is not None else None,
             socket_listener=self._listener,
             allowed=self.guard.allowed_names,
+            trace=trace,
         )
         return self._route_to(choice)
 
@@ -179,8 +189,11 @@ class Router:
         if explicit is None and header is None:
             identity = facts.proof.identity
             return unnamed if identity is None else Route(unnamed.choice, unnamed.guard, identity)
+        trace = facts.trace
         route = self._route_to(
-            self._choose(explicit=explicit, header=header, socket_listener=self._listener)
+            self._choose(
+                explicit=explicit, header=header, socket_listener=self._listener, trace=trace
+            )
         )
         refused = self._refusal(route)
         if refused is not None:
@@ -198,10 +211,15 @@ class Router:
                 identity = _proved(route, facts.proof)
             except LookupFailure as unproven:
                 return self._refuse(facts, route, unproven)
+        if trace is not None:
+            trace.append(Step("allowed", "this socket lets its clients ask for it"))
         return route if identity is None else Route(route.choice, route.guard, identity)
 
     def _refuse(self, facts: Facts, route: Route, failure: LookupFailure) -> Refusal:
-        self._refusals.refuse(facts.protocol, facts.client, route.choice, facts.topic, failure)
+        if facts.trace is not None:  # an explanation: no lookup was refused
+            facts.trace.append(Step("refused", f"{failure.code.name}: {failure.message}", True))
+        else:
+            self._refusals.refuse(facts.protocol, facts.client, route.choice, facts.topic, failure)
         return Refusal(failure)
 
     def _choose(
@@ -213,6 +231,7 @@ class Router:
         client_address: str | None = None,
         socket_listener: str | None = None,
         allowed: frozenset[str] | None = None,
+        trace: Trace | None = None,
     ) -> ListenerChoice:
         return choose_listener(
             explicit=explicit,
@@ -223,6 +242,7 @@ class Router:
             internal_listener=self._internal,
             routes=self._routes,
             allowed=allowed,
+            trace=trace,
         )
 
     def _route_to(self, choice: ListenerChoice) -> Route:

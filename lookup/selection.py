@@ -47,6 +47,48 @@ class ListenerChoice:
         return self.source is not ChoiceSource.INTERNAL
 
 
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One step of a routing decision, as it was taken (`explain`): the rule (a ChoiceSource,
+    or one of the checks Router.decide makes after choosing), what it found, and whether it
+    decided (chose the listener, or refused the request)."""
+
+    rule: str
+    found: str
+    decided: bool = False
+
+
+#: The steps of one decision, in the order they were taken (None where nobody asks: a lookup).
+Trace = list[Step]
+
+_RULES = tuple(ChoiceSource)  # in order of precedence
+
+
+def _decided(trace: Trace, choice: ListenerChoice, found: str) -> ListenerChoice:
+    """Record the rule that chose, and that the rules after it were not consulted."""
+    trace.append(Step(choice.source.value, found, True))
+    for later in _RULES[_RULES.index(choice.source) + 1 :]:
+        trace.append(Step(later.value, f"not consulted: {choice.source.value} chose first"))
+    return choice
+
+
+def _passed_over(source: ChoiceSource, fact: object, name: str | None, routes: ClientRoutes) -> str:
+    """What a rule that infers a listener found, where it chose none."""
+    what, key = ("TLS server name", "sniHostnames")
+    if source is ChoiceSource.NETWORK:
+        what, key = ("client address", "clientCidrs")
+    if fact is None or fact == "":
+        return f"no {what} known" if source is ChoiceSource.NETWORK else "no TLS server name sent"
+    if name is None:
+        if not (routes.uses_sni if source is ChoiceSource.SNI else routes.networks):
+            return f"{what} {fact}: no listener has {key}"
+        return f"{what} {fact} matches no listener's {key}"
+    return (
+        f"{what} {fact} matches {key} of '{name}', which this socket's allowedListenerNames "
+        "do not include: passed over"
+    )
+
+
 # A DNS name as a client may dial it: labels of letters, digits and '-', dot-separated.
 _HOSTNAME = re.compile(
     r"(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*"
@@ -175,26 +217,58 @@ def choose_listener(
     internal_listener: str | None = None,
     routes: ClientRoutes = NO_ROUTES,
     allowed: frozenset[str] | None = None,
+    trace: Trace | None = None,
 ) -> ListenerChoice:
     """Precedence, first match wins: explicit name > X-Pulsar-ListenerName header > the TLS
     server name > the client's network > the socket's tag > internal.
 
     `allowed`: the listener names the socket permits besides its own (None: any). A name the
     client gave is checked by the caller (it is refused there); a listener the rules infer
-    that the socket does not permit is passed over, as if no rule matched."""
+    that the socket does not permit is passed over, as if no rule matched.
+
+    `trace`: where to record each rule's outcome as it is decided (`explain`)."""
     if (name := given_name(explicit)) is not None:
-        return ListenerChoice(name, ChoiceSource.EXPLICIT, name == internal_listener)
+        choice = ListenerChoice(name, ChoiceSource.EXPLICIT, name == internal_listener)
+        return choice if trace is None else _decided(trace, choice, f"the client named '{name}'")
+    if trace is not None:
+        trace.append(Step(ChoiceSource.EXPLICIT.value, "no listener name given"))
     if (name := given_name(header)) is not None:
-        return ListenerChoice(name, ChoiceSource.HEADER, name == internal_listener)
+        choice = ListenerChoice(name, ChoiceSource.HEADER, name == internal_listener)
+        if trace is None:
+            return choice
+        return _decided(trace, choice, f"X-Pulsar-ListenerName: '{name}'")
+    if trace is not None:
+        trace.append(Step(ChoiceSource.HEADER.value, "no X-Pulsar-ListenerName header"))
     if routes:
         inferred = (
-            (routes.by_server_name(server_name), ChoiceSource.SNI),
-            (routes.by_address(client_address), ChoiceSource.NETWORK),
+            (routes.by_server_name(server_name), ChoiceSource.SNI, server_name),
+            (routes.by_address(client_address), ChoiceSource.NETWORK, client_address),
         )
-        for name, source in inferred:
+        for name, source, fact in inferred:
             if name is not None and (allowed is None or name == socket_listener or name in allowed):
-                return ListenerChoice(name, source, name == internal_listener)
+                choice = ListenerChoice(name, source, name == internal_listener)
+                if trace is None:
+                    return choice
+                key = "sniHostnames" if source is ChoiceSource.SNI else "clientCidrs"
+                return _decided(trace, choice, f"{fact} matches {key} of '{name}'")
+            if trace is not None:
+                trace.append(Step(source.value, _passed_over(source, fact, name, routes)))
+    elif trace is not None:
+        for source in (ChoiceSource.SNI, ChoiceSource.NETWORK):
+            found = "no listener has sniHostnames or clientCidrs: not consulted"
+            trace.append(Step(source.value, found))
     if socket_listener is not None:
         internal = socket_listener == internal_listener
-        return ListenerChoice(socket_listener, ChoiceSource.SOCKET, internal)
-    return ListenerChoice(internal_listener, ChoiceSource.INTERNAL, True)
+        choice = ListenerChoice(socket_listener, ChoiceSource.SOCKET, internal)
+        if trace is None:
+            return choice
+        return _decided(trace, choice, f"the socket is tagged with '{socket_listener}'")
+    choice = ListenerChoice(internal_listener, ChoiceSource.INTERNAL, True)
+    if trace is not None:
+        trace.append(Step(ChoiceSource.SOCKET.value, "the socket has no listener tag"))
+        _decided(
+            trace,
+            choice,
+            f"the brokers' default URLs (internalListenerName: {internal_listener or 'unset'})",
+        )
+    return choice

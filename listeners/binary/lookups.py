@@ -48,6 +48,18 @@ def answer_may_be_shared(route: Route, session: Session) -> bool:
     return route is session.route or (not guard.required and guard.certificate_of is None)
 
 
+def no_binary_url(answer: LookupAnswer) -> str | None:
+    """Why a binary LOOKUP cannot be answered with `answer` (ServiceNotReady), or None: its
+    owner advertises neither URL a binary client connects to."""
+    urls = answer.urls
+    if urls.service_url is None and urls.service_url_tls is None:
+        return (
+            "the topic's owner advertises no pulsar:// or pulsar+ssl:// URL for the "
+            f"{answer.listener.name} listener"
+        )
+    return None
+
+
 class Lookups:
     """The LOOKUPs of every connection of one socket."""
 
@@ -116,16 +128,13 @@ class Lookups:
             properties=[(item.key, item.value) for item in body.properties],
             principal=session.principal,
         )
-        urls = answer.urls
-        if urls.service_url is None and urls.service_url_tls is None:
+        unanswerable = no_binary_url(answer)
+        if unanswerable is not None:
             return codec.lookup_response(
                 body.request_id,
                 response=LookupType.Failed,
                 error=SERVICE_NOT_READY,
-                message=(
-                    "the topic's owner advertises no pulsar:// or pulsar+ssl:// URL for the "
-                    f"{answer.listener.name} listener"
-                ),
+                message=unanswerable,
             )
         if (
             memo_key is not None

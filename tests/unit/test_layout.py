@@ -44,7 +44,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
 #: broker link the wire format, endpoints and who a request is made for (auth); neither takes
 #: the binary server or the config.
 LISTENERS_FACE: dict[str, tuple[str, ...]] = {
-    "http_api": ("auth", "endpoints", "routing"),
+    "http_api": ("auth", "endpoints", "routing", "explain"),  # explain: the routing, told
     "brokers": ("protocol", "endpoints", "auth"),
 }
 #: Libraries that do I/O or need a runtime of their own, kept out of pure modules.

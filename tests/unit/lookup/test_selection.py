@@ -6,6 +6,7 @@ from pulsar_lookup_gateway.lookup.selection import (
     ChoiceSource,
     ClientRoutes,
     ListenerChoice,
+    Step,
     choose_listener,
 )
 
@@ -156,3 +157,42 @@ def test_the_same_rule_twice_for_one_listener_is_harmless() -> None:
     routes = ClientRoutes.build({"a": ["x.test", "x.test"]}, {"a": ["10.0.0.0/8", "10.0.0.0/8"]})
     assert routes.by_server_name("x.test") == "a"
     assert routes.by_address("10.9.9.9") == "a"
+
+
+TRACED_ROUTES = ClientRoutes.build({"edge": ["*.edge.example"]}, {"office": ["10.7.0.0/16"]})
+
+
+@pytest.mark.parametrize(
+    ("facts", "rule", "found"),
+    [
+        ({"explicit": "ext", "header": "hdr"}, "explicit", "the client named 'ext'"),
+        ({"header": "hdr", "server_name": "a.edge.example"}, "header", "'hdr'"),
+        ({"server_name": "a.edge.example", "client_address": "10.7.1.1"}, "sni", "'edge'"),
+        ({"server_name": "other.example", "client_address": "10.7.1.1"}, "network", "'office'"),
+        ({"client_address": "10.9.1.1", "socket_listener": "sock"}, "socket", "'sock'"),
+        ({"client_address": "10.9.1.1"}, "internal", "internalListenerName: internal"),
+        # a listener the socket does not allow is passed over, and the trace says so
+        ({"client_address": "10.7.1.1", "socket_listener": "sock", "allowed": frozenset()},
+         "socket", "'sock'"),
+    ],
+)  # fmt: skip
+def test_the_trace_records_the_decision_as_it_is_taken(
+    facts: dict[str, object], rule: str, found: str
+) -> None:
+    """Every rule in precedence order: those before the one that chose say what they found,
+    the one that chose is marked, those after were not consulted; and the choice is the one
+    made without a trace."""
+    trace: list[Step] = []
+    kwargs: dict[str, object] = {"internal_listener": "internal", "routes": TRACED_ROUTES, **facts}
+    traced = choose_listener(**kwargs, trace=trace)  # type: ignore[arg-type]
+    assert traced == choose_listener(**kwargs)  # type: ignore[arg-type]
+    assert [step.rule for step in trace] == [source.value for source in ChoiceSource]
+    [decided] = [step for step in trace if step.decided]
+    assert (decided.rule, traced.source.value) == (rule, rule)
+    assert found in decided.found
+    after = trace[trace.index(decided) + 1 :]
+    assert all(step.found == f"not consulted: {rule} chose first" for step in after)
+    before = trace[: trace.index(decided)]
+    assert not any("not consulted" in step.found for step in before)
+    if "allowed" in facts:
+        assert "allowedListenerNames do not include: passed over" in trace[3].found
