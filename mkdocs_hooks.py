@@ -145,6 +145,6 @@ def _tracked(root: Path, folder: str) -> list[str]:
             timeout=30,
         ).stdout
     except (OSError, subprocess.SubprocessError):
-        log.warning("git ls-files failed: the site's copy of %s/ stays empty", folder)
+        log.info("not a git checkout: the site's copy of %s/ stays empty", folder)
         return []
     return [name for name in listed.decode().split("\0") if name]
