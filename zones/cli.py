@@ -273,6 +273,7 @@ def run(args: argparse.Namespace) -> int:
     background.shutdown(wait=False)
     from pyspark.errors import AnalysisException
 
+    from pulsar_lookup_gateway.zones.executors import ExecutorPythonError
     from pulsar_lookup_gateway.zones.spark import plan_zones, read_topics, session
 
     started_session = session(
@@ -280,6 +281,7 @@ def run(args: argparse.Namespace) -> int:
         progress=show_progress(sys.stderr),
         class_archive=archive,
         default_archive=not getattr(args, "no_class_archive", False),
+        on_archive=_announce_recording,
     )
     spark, owned, archive = started_session.spark, started_session.owned, started_session.archive
     if started_session.note:
@@ -296,21 +298,25 @@ def run(args: argparse.Namespace) -> int:
         else:
             # The answer table (zones.answer_table) plus Spark's engine; the summary from
             # Spark aggregations of the same pass, not from the written answers.
-            plan = plan_zones(
-                spark,
-                nodes,
-                topics,
-                zones,
-                policy,
-                partitions=args.partitions,
-                protocol=protocol,
-                table=answer_table.result(),
-            )
             try:
-                plan.write(answers)
-                rows = plan.summary()
-            finally:
-                plan.release()
+                plan = plan_zones(
+                    spark,
+                    nodes,
+                    topics,
+                    zones,
+                    policy,
+                    partitions=args.partitions,
+                    protocol=protocol,
+                    table=answer_table.result(),
+                )
+            except ExecutorPythonError as exc:
+                rows = _fail(str(exc), EXIT_FAILED)
+            else:
+                try:
+                    plan.write(answers)
+                    rows = plan.summary()
+                finally:
+                    plan.release()
     except BaseException:
         if owned:
             _stop(spark, archive)
@@ -337,14 +343,35 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+#: What recording the class archive costs the run that does it (docs/commands/resolve-zones.md:
+#: measured on a 2-core machine), said as it starts.
+RECORDING_COST = "a first run takes some 20-40 s longer"
+
+
+def _announce_recording(archive: ClassArchive) -> None:
+    """Says, before the JVM starts, that this run records the class archive: what, what it
+    costs, where it is kept and how to skip it (later runs only say `used`)."""
+    if archive.records:
+        print(
+            f"class archive: recording the driver JVM's classes into {archive.path} (about "
+            f"200 MB, written as the JVM exits; {RECORDING_COST}, once per Java and Spark "
+            "installation; later runs map it and start sooner; --no-class-archive skips it)",
+            flush=True,
+        )
+
+
 def _stop(spark: Any, archive: ClassArchive | None) -> None:
     """Stops the session this job started, and says what became of its class archive."""
     from pulsar_lookup_gateway.zones.spark import stop_session
 
+    if archive is not None and archive.records:
+        print("class archive: the JVM is writing it as it exits...", flush=True)
+    started = time.perf_counter()
     recorded = stop_session(spark, archive)
     if archive is not None:
         state = "recorded" if recorded else "not recorded" if archive.records else "used"
-        print(f"class archive: {state} {archive.path}", flush=True)
+        took = f" (stopping and writing it took {time.perf_counter() - started:.0f} s)"
+        print(f"class archive: {state} {archive.path}{took if recorded else ''}", flush=True)
 
 
 def _answer_table(

@@ -18,8 +18,6 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from pulsar_lookup_gateway.zones.shipping import ship
-
 SOURCE_NAME = "pulsar-ownership"
 #: Rows per partition of the read.
 ROWS_PER_PARTITION = 50_000
@@ -37,12 +35,15 @@ class OwnershipDataSource(DataSource):
     @classmethod
     def name(cls) -> str:
         # The one call Spark makes in the user's own process before it pickles this class for
-        # its workers (`spark.dataSource.register`): ship this package to them first.
+        # its workers (`spark.dataSource.register`): their Python chosen and checked, this
+        # package shipped to them, first.
         from pyspark import SparkContext
+
+        from pulsar_lookup_gateway.zones.executors import prepare
 
         context = SparkContext._active_spark_context
         if context is not None:
-            ship(context)
+            prepare(context)
         return SOURCE_NAME
 
     def schema(self) -> str:

@@ -18,7 +18,7 @@ import re
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -39,6 +39,7 @@ from pulsar_lookup_gateway.zones.answer_table import (
     summary_counts,
 )
 from pulsar_lookup_gateway.zones.class_archive import ClassArchive, default_archive, start_mapping
+from pulsar_lookup_gateway.zones.executors import prepare
 from pulsar_lookup_gateway.zones.pairs import (
     COLUMNS,
     FAILED,
@@ -50,7 +51,6 @@ from pulsar_lookup_gateway.zones.pairs import (
     build_summary,
     resolve_pairs,
 )
-from pulsar_lookup_gateway.zones.shipping import ship
 
 # The answer COLUMNS as Arrow (the executors' batches) and Spark (the DataFrame) see them: strings
 # but for these two.
@@ -109,7 +109,7 @@ def per_pair_plan(
     `topic` column; `nodes` is the snapshot (znode path -> JSON content) every answer reads.
 
     Lazy: nothing runs until the DataFrame is written or collected."""
-    ship(spark)
+    prepare(spark)
     topics = _spread_topics(spark, topics_df, zones, partitions)
     shared = _SharedSnapshot(uuid.uuid4().hex, spark.sparkContext.broadcast(nodes))
     return topics.mapInArrow(partial(_resolve_batches, shared, list(zones), policy), SPARK_SCHEMA)
@@ -281,7 +281,8 @@ def _route(
     """The answer table (`table`, or built here), the topics parsed, expanded and routed (lazy:
     one row per topic, or per partition of a partitioned topic, with its answer key; null: the
     per-pair path), and the table's answers as a DataFrame (key, answers: one struct per zone)."""
-    ship(spark)  # before any function of ours is pickled for the workers
+    # before any function of ours is pickled for the workers: their Python chosen and checked
+    prepare(spark)
     topics = _spread_topics(spark, topics_df, zones, partitions)
     if table is None:
         table = build_table(nodes, ClusterView.from_snapshot(nodes), zones, policy, protocol)
@@ -656,6 +657,7 @@ def session(
     class_archive: ClassArchive | None = None,
     default_archive: bool = False,
     settings: Mapping[str, str] | None = None,
+    on_archive: Callable[[ClassArchive], None] | None = None,
 ) -> Started:
     """The job's session: an active session (a test's, a notebook's) is used as it is;
     otherwise a new one, local or from spark-submit's settings. `progress`: Spark's console
@@ -663,7 +665,8 @@ def session(
     a master of its own; under spark-submit its settings decide. `class_archive`: for a local
     master whose driver JVM this job starts (see `local_session`); `default_archive`: else the
     default one in the user's cache (`default_class_archive`). `settings`: Spark settings over
-    ours for such a local session (bench.zones: its event log)."""
+    ours for such a local session (bench.zones: its event log). `on_archive`: called with the
+    class archive, if any, before the JVM that maps or records it starts."""
     active = SparkSession.getActiveSession()
     if active is not None:
         return Started(active, owned=False)
@@ -680,6 +683,8 @@ def session(
     if class_archive is None and default_archive and "PYSPARK_GATEWAY_PORT" not in os.environ:
         options = given.get("spark.driver.extraJavaOptions", defaults_java_options())
         class_archive, note = default_class_archive(options)
+    if class_archive is not None and on_archive is not None:
+        on_archive(class_archive)
     spark, class_archive, failed = start_mapping(
         class_archive, lambda archive: local_session(master, given, class_archive=archive)
     )

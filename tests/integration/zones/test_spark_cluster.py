@@ -31,9 +31,10 @@ import pytest
 from pulsar_lookup_gateway.zones.pairs import COLUMNS
 from tests.processes import DEMO, EXE, ROOT
 
-pytestmark = pytest.mark.filterwarnings(
-    "ignore:PySpark does not yet fully support pandas:FutureWarning"
-)
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
+]
 
 #: How long a daemon may take to come up, and a client job to finish (a loaded 2-core machine).
 START_DEADLINE_S = 120.0
@@ -49,6 +50,7 @@ LISTENER = "external"
 # placeholders (the master's address and the executors' Python), in a folder holding the
 # checkout's .venv and configs and the example's topics.txt and zones.csv.
 RECIPE = """\
+export SPARK_HOME="$(.venv/bin/python .venv/bin/find_spark_home.py)"
 printf 'import sys\\nfrom pulsar_lookup_gateway.zones.cli import main\\nsys.exit(main())\\n' \\
     > resolve_zones.py
 .venv/bin/spark-submit --master spark://spark-master:7077 \\
@@ -93,6 +95,7 @@ class Cluster:
     master: str  # spark://127.0.0.1:<port>
     python: Path  # the executors' Python
     env: dict[str, str]  # a client's environment: the cluster's Spark settings, loopback
+    bare: Path  # a Python with nothing installed (no PySpark, no pyarrow)
 
 
 def free_port() -> int:
@@ -100,6 +103,29 @@ def free_port() -> int:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
         return port
+
+
+def bare_python(where: Path) -> Path:
+    """A venv of this interpreter with nothing installed: a `python3` without PySpark or
+    pyarrow, as a plain shell's PATH may hold."""
+    base = Path(sys.base_prefix) / "bin" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    subprocess.run([str(base), "-m", "venv", "--without-pip", str(where)], check=True, timeout=60)
+    python = where / "bin" / "python3"
+    check = subprocess.run(
+        [str(python), "-c", "import importlib.util as u; print(u.find_spec('pyarrow'))"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert check.stdout.strip() == "None", (check.stdout, check.stderr)
+    return python
+
+
+def plain_shell(env: dict[str, str], python3: Path) -> dict[str, str]:
+    """`env` as a plain shell has it: no venv on the PATH and none active, no SPARK_HOME or
+    PYSPARK_PYTHON, and a `python3` on the PATH that has no PySpark (nor pyarrow)."""
+    drop = ("SPARK_HOME", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "VIRTUAL_ENV")
+    plain = {k: v for k, v in env.items() if k not in drop}
+    plain["PATH"] = f"{python3.parent}:/usr/local/bin:/usr/bin:/bin"
+    return plain
 
 
 def executor_python(where: Path) -> Path:
@@ -198,12 +224,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         started.append(
             _start(
                 [spark_class, "org.apache.spark.deploy.worker.Worker",
-                 "--host", "127.0.0.1", "--cores", "3", "--memory", "1536m",
+                 "--host", "127.0.0.1", "--cores", "4", "--memory", "2048m",
                  "--webui-port", str(free_port()), "--work-dir", str(work / "worker"), master],
                 work / "worker.log", env, "Successfully registered with master",
             )
         )  # fmt: skip
-        yield Cluster(master, python, {**env, "PYSPARK_PYTHON": str(python)})
+        bare = bare_python(work / "bare-python")
+        yield Cluster(master, python, {**env, "PYSPARK_PYTHON": str(python)}, bare)
     finally:
         for process in reversed(started):
             _stop(process)
@@ -298,7 +325,8 @@ def jobs(
         "/opt/python3.11/bin/python3", str(cluster.python)
     )
     (script_dir / "job.py").write_text(USER_SCRIPT)
-    without_python = {k: v for k, v in cluster.env.items() if k != "PYSPARK_PYTHON"}
+    # the recipe sets what it needs itself (SPARK_HOME, the executors' Python)
+    shell = plain_shell(cluster.env, cluster.bare)
     started: dict[str, Job] = {}
     try:
         started["command"] = _job(
@@ -308,13 +336,27 @@ def jobs(
             cluster.env, command_dir, command_dir / "out",
         )  # fmt: skip
         started["recipe"] = _job(  # the recipe names the executors' Python itself
-            ["bash", "-euo", "pipefail", "-c", recipe], without_python, recipe_dir,
+            ["/bin/bash", "-euo", "pipefail", "-c", recipe], shell, recipe_dir,
             recipe_dir / "zones-out",
         )  # fmt: skip
         started["script"] = _job(
             [sys.executable, "job.py", cluster.master, str(inputs / "topics.txt"),
              f"file:{DEMO}", str(script_dir / "out")],
             cluster.env, script_dir, script_dir / "out",
+        )  # fmt: skip
+        # The script on a local master, run with this venv's Python from a plain shell: its
+        # executors' Python is the driver's, not the PATH's python3 (which lacks pyarrow).
+        started["local"] = _job(
+            [sys.executable, "job.py", "local[1]", str(inputs / "topics.txt"),
+             f"file:{DEMO}", str(script_dir / "local-out")],
+            shell, script_dir, script_dir / "local-out",
+        )  # fmt: skip
+        # The script on the cluster whose executors' Python lacks pyarrow: one line, no JVM trace.
+        started["no-pyarrow"] = _job(
+            [sys.executable, "job.py", cluster.master, str(inputs / "topics.txt"),
+             f"file:{DEMO}", str(script_dir / "no-pyarrow-out")],
+            {**cluster.env, "PYSPARK_PYTHON": str(cluster.bare)}, script_dir,
+            script_dir / "no-pyarrow-out",
         )  # fmt: skip
         yield started
     finally:
@@ -374,3 +416,31 @@ def test_a_users_script_calls_resolve_zones_and_reads_ownership(
     want = rows_of(local.toArrow(), OWNER_COLUMNS)
     assert len(want) > 5 and any(row[2] is None for row in want)  # some bundle is unowned
     assert parquet_rows(job.out / "owners", OWNER_COLUMNS) == want
+
+
+@pytest.mark.timeout(JOBS_TIMEOUT)
+def test_a_users_script_on_a_local_master_runs_the_drivers_python(
+    jobs: dict[str, Job], local_answers: Counter[tuple[Any, ...]]
+) -> None:
+    job = jobs["local"]
+    job.printed()
+    assert parquet_rows(job.out / "answers", COLUMNS) == local_answers
+
+
+@pytest.mark.timeout(JOBS_TIMEOUT)
+def test_executors_without_pyarrow_fail_with_one_line_naming_the_setting(
+    jobs: dict[str, Job], cluster: Cluster
+) -> None:
+    process = jobs["no-pyarrow"].process
+    try:
+        _, stderr = process.communicate(timeout=JOB_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        raise
+    assert process.returncode != 0
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("pulsar_lookup_gateway.zones.executors.ExecutorPythonError: "), last
+    assert f"the executors' Python ({cluster.bare.parent}" in last
+    assert "cannot import pyarrow" in last and "set spark.pyspark.python" in last
+    assert "Py4JJavaError" not in stderr and "\tat org.apache" not in stderr

@@ -360,6 +360,7 @@ def test_summary_groups_failures_per_code_and_sorts() -> None:
 
 @pytest.mark.zookeeper
 @pytest.mark.timeout(180)  # the module's SparkSession and job start in the first test
+@pytest.mark.spark
 def test_rows_and_columns(zone_run: Run) -> None:
     table = pq.read_table(zone_run.out / "answers", partitioning="hive")
     assert set(table.column_names) == set(COLUMNS)
@@ -377,6 +378,7 @@ def test_rows_and_columns(zone_run: Run) -> None:
 
 
 @pytest.mark.zookeeper
+@pytest.mark.spark
 def test_every_answer_equals_resolve_called_directly(zone_run: Run) -> None:
     got = Counter(as_row(row, keep_bundle=False) for row in zone_run.rows)
     want = expected_rows(zone_run.texts, ZONES, ResolvePolicy(), zone_run.nodes)
@@ -398,6 +400,7 @@ def _topic(namespace: str, prefix: str, lower: int, upper: int, count: int) -> s
 
 
 @pytest.mark.zookeeper
+@pytest.mark.spark
 def test_hand_checked_answers(zone_run: Run) -> None:
     # An unowned bundle: a redirect to the leader (broker 3), not authoritative; broker 3 lacks
     # the dmz listener, so the dmz zone gets an error row for it.
@@ -470,6 +473,7 @@ def test_hand_checked_answers(zone_run: Run) -> None:
 
 
 @pytest.mark.zookeeper
+@pytest.mark.spark
 def test_summary_csv_counts_the_answers(zone_run: Run) -> None:
     with (zone_run.out / "summary.csv").open(newline="") as handle:
         reader = csv.DictReader(handle)
@@ -511,6 +515,7 @@ def test_summary_csv_counts_the_answers(zone_run: Run) -> None:
 
 
 @pytest.mark.zookeeper
+@pytest.mark.spark
 def test_share_chart_is_a_png(zone_run: Run) -> None:
     data = (zone_run.out / "share.png").read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
@@ -548,6 +553,7 @@ def _http_bases(nodes: dict[str, Any]) -> dict[tuple[str, str], str]:
 
 
 @pytest.mark.zookeeper
+@pytest.mark.spark
 async def test_sample_matches_the_live_gateway_over_http(zone_run: Run) -> None:
     zones = {z.name: z for z in ZONES}
     candidates = [
@@ -625,6 +631,7 @@ def _compare(
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.spark
 def test_cli_with_a_snapshot_file_text_and_csv_topics(
     spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -677,6 +684,7 @@ def test_cli_with_a_snapshot_file_text_and_csv_topics(
         assert (out / "summary.csv").exists() and (out / "share.png").exists()
 
 
+@pytest.mark.spark
 def test_cli_usage_errors(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     snapshot = tmp_path / "snapshot.json"
     snapshot.write_text(json.dumps(cluster_nodes()))

@@ -41,11 +41,20 @@ def resolve_zones(tmp_path: Path, out: str) -> str:
 
 
 @pytest.mark.timeout(420)
+@pytest.mark.spark
 def test_the_first_run_records_the_default_archive_and_the_next_uses_it(tmp_path: Path) -> None:
     (tmp_path / "zones.csv").write_text("dc,internal\ninternet,external,true\n")
     (tmp_path / "topics.txt").write_text("orders\nacme/payments/settlements\n")
     first = resolve_zones(tmp_path, "first")
-    recorded = re.search(r"^class archive: recorded (\S+)$", first, re.MULTILINE)
+    # said as it starts: what, where, what it costs, how to skip it
+    announced = re.search(r"^class archive: recording .* into (\S+) \(.*\)$", first, re.MULTILINE)
+    assert announced and "--no-class-archive skips it" in announced[0], first
+    assert first.index(announced[0]) < first.index("class archive: recorded")
+    recorded = re.search(
+        r"^class archive: recorded (\S+) \(stopping and writing it took \d+ s\)$",
+        first,
+        re.MULTILINE,
+    )
     assert recorded, first
     archive = Path(recorded[1])
     assert archive.parent == tmp_path / "cache" / CACHE_FOLDER
@@ -53,5 +62,6 @@ def test_the_first_run_records_the_default_archive_and_the_next_uses_it(tmp_path
     assert list(archive.parent.iterdir()) == [archive]  # no recording left behind
     second = resolve_zones(tmp_path, "second")
     assert f"class archive: used {archive}" in second
+    assert announced[1] == str(archive) and "recording" not in second
     summary = (tmp_path / "first" / "summary.csv").read_text()
     assert summary and (tmp_path / "second" / "summary.csv").read_text() == summary

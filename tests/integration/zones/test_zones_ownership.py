@@ -20,9 +20,10 @@ from pulsar_lookup_gateway.metadata_store.url import parse_metadata_url
 from pulsar_lookup_gateway.zones import OwnershipDataSource, resolve_zones
 from pulsar_lookup_gateway.zones.pairs import COLUMNS, Zone, ZonesError, resolve_pairs
 
-pytestmark = pytest.mark.filterwarnings(
-    "ignore:PySpark does not yet fully support pandas:FutureWarning"
-)
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
+]
 DEMO = Path(__file__).resolve().parents[3] / "configs" / "demo-cluster.json"
 COLUMNS_OWNED = ("namespace", "bundle", "owner", "brokerUrl", "brokerUrlTls", "httpUrl",
                  "httpUrlTls", "generation")  # fmt: skip
