@@ -48,6 +48,8 @@ class _Undecodable:
 
 
 class NodeStore:
+    _quiet = False  # set while a first load is stored (no write: see _unseen)
+
     def __init__(self, *, complete: bool) -> None:
         self.complete = complete
         self._raw: dict[str, _Node] = {}
@@ -79,11 +81,12 @@ class NodeStore:
 
     def put_bytes(self, path: str, data: bytes, zxids: tuple[int, int] | None = None) -> None:
         """`zxids`: the node's (czxid, mzxid) as ZooKeeper read it (see zxid())."""
+        zxid = None
         if zxids is not None:
             # A broker rewrites its registration with every load report; what a lookup reads
             # of it (its URLs) is fixed for the registration's life: it is dated by creation.
             registration = path.startswith(BROKERS_ROOT + "/")
-            self._zxids[path] = zxids[0] if registration else zxids[1]
+            zxid = zxids[0] if registration else zxids[1]
         node = self._interned.get(data)
         if node is None:
             try:
@@ -91,7 +94,19 @@ class NodeStore:
             except MalformedNode as exc:
                 node = _Node(_Undecodable(exc))
             self._intern(data, node)
-        self._put(path, node)
+        unseen = self._unseen(path)
+        if not unseen and self._raw.get(path) is node and self._zxids.get(path) == zxid:
+            return  # read again as it was (a re-watch after a reconnect): nothing changed
+        if zxid is not None:
+            self._zxids[path] = zxid
+        if not unseen:
+            self._put(path, node)
+            return
+        self._quiet = True
+        try:
+            self._put(path, node)
+        finally:
+            self._quiet = False
 
     def put_json(self, path: str, content: Any) -> None:
         key = json.dumps(content, sort_keys=True, separators=(",", ":")).encode()
@@ -106,6 +121,13 @@ class NodeStore:
             self._interned.clear()
         self._interned[key] = node
 
+    def _unseen(self, path: str) -> bool:
+        """Whether a partial view holds nothing of `path`, neither content nor absence: every
+        read of it raised NodeNotLoaded, so no answer was made from it, and its first load
+        changes none (it is no write: the version stays, observers do not hear it, and the
+        answers kept survive the reads that land while a cold replica warms up)."""
+        return not self.complete and path not in self._raw and path not in self._absent
+
     def _put(self, path: str, node: _Node) -> None:
         self._raw[path] = node
         self._absent.discard(path)
@@ -119,6 +141,9 @@ class NodeStore:
 
     def put_absent(self, path: str) -> None:
         """Record that `path` does not exist (a partial view stops asking for it)."""
+        if path in self._absent:
+            return  # (known absent already: nothing changed)
+        quiet = self._unseen(path)
         self._raw.pop(path, None)
         self._zxids.pop(path, None)
         if len(self._absent) >= ABSENT_LIMIT:
@@ -129,20 +154,31 @@ class NodeStore:
         if self.complete:
             parent, _, name = path.rpartition("/")
             self._children.get(parent or "/", set()).discard(name)
-        self._changed(path)
+        if not quiet:
+            self._changed(path)
 
     def set_children(self, path: str, names: Iterable[str], zxid: int | None = None) -> None:
         """`zxid`: the parent's pzxid (the zxid of its last child created or deleted)."""
         listed = set(names)
+        before = self._children.get(path)
+        key = path + "/"
+        if before == listed and (zxid is None or self._zxids.get(key) == zxid):
+            return  # listed again as it was: nothing changed
         self._children[path] = listed
         if zxid is not None:
-            self._zxids[path + "/"] = zxid
+            self._zxids[key] = zxid
         # A child listed now exists, whatever an earlier read of it found.
-        for name in listed:
-            self._absent.discard(f"{path}/{name}")
-        self._changed(path + "/")
+        absent = self._absent
+        if absent:
+            for name in listed:
+                absent.discard(f"{path}/{name}")
+        # A first listing (of a partial view) is no write: every read of it raised.
+        if before is not None or self.complete:
+            self._changed(key)
 
     def _changed(self, path: str) -> None:
+        if self._quiet:
+            return  # (a first load: see _unseen)
         self._version += 1
         for observer in self._observers:
             observer(path)

@@ -98,24 +98,20 @@ class ZnodeReader:
             read,
             unavailable(f"reading {path} from ZooKeeper timed out"),
         )
-        if path.endswith(CHILDREN):
-            parent = path[: -len(CHILDREN)]
-            self._when_done(
-                result, path, lambda r: self._children_read(read, parent, generation, r)
-            )
-        else:
-            self._when_done(result, path, lambda r: self._data_read(read, generation, r))
+        self._when_done(result, path, lambda r: self._read(read, generation, r))
         return read
 
-    def send(self, path: str) -> HandedResult:
-        """Send the read of `path` (a node, or with CHILDREN its children list) with its watch:
-        on the loop, or on kazoo's connection thread when a watch fires."""
+    def send(self, path: str, *, watched: bool = True) -> HandedResult:
+        """Send the read of `path` (a node, or with CHILDREN its children list) with its watch
+        (`watched` False: none, for a list read only to find what to read): on the loop, or on
+        kazoo's connection thread when a watch fires."""
+        watch = self.watch if watched else None
         if path.endswith(CHILDREN):
             # (with the parent's stat: its pzxid dates the list, for the ownership watch)
             parent = path[: -len(CHILDREN)]
-            result = self._client.get_children_async(parent, watch=self.watch, include_data=True)
+            result = self._client.get_children_async(parent, watch=watch, include_data=True)
         else:
-            result = self._client.get_async(path, watch=self.watch)
+            result = self._client.get_async(path, watch=watch)
         return cast(HandedResult, result)  # (LoopHandler's results)
 
     def _when_done(
@@ -137,41 +133,41 @@ class ZnodeReader:
 
         result.when_done(hand_over)
 
-    def _data_read(self, read: PendingRead, generation: int, result: HandedResult) -> None:
-        path = read.path
+    def _read(self, read: PendingRead, generation: int, result: HandedResult) -> None:
         if generation != self._session.generation:
             return self._finish(read, unavailable("ZooKeeper session was lost"))
+        self._finish(read, self.store(read.path, result))
+        if self.trace is not None:
+            self.trace("view", read.path)
+
+    def store(self, path: str, result: HandedResult) -> LookupFailure | None:
+        """Write the reply to the read of `path` (sent by `send`, complete, of this session)
+        into the view; the failure if it failed."""
+        if path.endswith(CHILDREN):
+            parent = path[: -len(CHILDREN)]
+            if result.successful():
+                children, stat = result.value
+                self.view.set_children(parent, children, stat.pzxid)
+                return None
+            if isinstance(result.exception, NoNodeError):
+                # A parent of real entities that does not exist yet (a namespace with no owned
+                # bundle): watch for its creation. Made-up names never get here, their own
+                # parents' lists do not name them.
+                self.view.set_children(parent, [])
+                exists = self._client.exists_async(parent, watch=self.watch)
+                self._when_done(exists, parent, lambda r: None)
+                return None
+            return self._read_error(parent, result.exception)
         if result.successful():
             data, stat = result.value
             self.view.put_bytes(path, data or b"", (stat.czxid, stat.mzxid))
-            if self.trace is not None:
-                self.trace("view", path)
-            return self._finish(read, None)
+            return None
         if isinstance(result.exception, NoNodeError):
             # Gone since its parent listed it. No watch of its own: the parent's children
             # watch says when it is back (the view reads existence from children lists).
             self.view.put_absent(path)
-            return self._finish(read, None)
-        return self._finish(read, self._read_error(path, result.exception))
-
-    def _children_read(
-        self, read: PendingRead, parent: str, generation: int, result: HandedResult
-    ) -> None:
-        if generation != self._session.generation:
-            return self._finish(read, unavailable("ZooKeeper session was lost"))
-        if result.successful():
-            children, stat = result.value
-            self.view.set_children(parent, children, stat.pzxid)
-            return self._finish(read, None)
-        if isinstance(result.exception, NoNodeError):
-            # A parent of real entities that does not exist yet (a namespace with no owned
-            # bundle): watch for its creation. Made-up names never get here, their own
-            # parents' lists do not name them.
-            self.view.set_children(parent, [])
-            exists = self._client.exists_async(parent, watch=self.watch)
-            self._when_done(exists, parent, lambda r: None)
-            return self._finish(read, None)
-        return self._finish(read, self._read_error(parent, result.exception))
+            return None
+        return self._read_error(path, result.exception)
 
     def _finish(self, read: PendingRead, error: LookupFailure | None) -> None:
         """End one read for all its waiters; a newer read of the same path may be listed."""

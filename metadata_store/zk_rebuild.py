@@ -1,31 +1,40 @@
 """The rebuild of the `zk:` cache after every (re)connect: what every lookup needs (brokers,
-leader) is read, and everything the cache holds is read again, which sets its watches again
-(kazoo drops them all with the connection), before the source calls itself ready."""
+leader) is read, everything the cache holds is read again, which sets its watches again
+(kazoo drops them all with the connection), and the policies and ownership of every namespace
+are read ahead (zk_preload), before the source calls itself ready."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import time
 
 from pulsar_lookup_gateway.lookup.errors import LookupFailure
 from pulsar_lookup_gateway.lookup.model import BROKERS_ROOT
+from pulsar_lookup_gateway.metadata_store.zk_bulk import BulkRead
+from pulsar_lookup_gateway.metadata_store.zk_preload import Preload
 from pulsar_lookup_gateway.metadata_store.zk_reader import CHILDREN, ZnodeReader
 from pulsar_lookup_gateway.metadata_store.zk_session import ZkSession
 
 # (the source's logger: one name for all its lines)
 log = logging.getLogger("pulsar_lookup_gateway.metadata_store.zookeeper")
 
-WARM_BATCH = 5000  # re-reads in flight at once after a reconnect
-
 
 class CacheRebuild:
     def __init__(
-        self, reader: ZnodeReader, session: ZkSession, warm_paths: tuple[str, ...]
+        self,
+        reader: ZnodeReader,
+        session: ZkSession,
+        warm_paths: tuple[str, ...],
+        preload: Preload | None = None,
     ) -> None:
+        """`preload`: what is read ahead of lookups before the source says it is ready (None:
+        nothing; what lookups read is read on first use)."""
         self._reader = reader
         self._session = session
         self.warm_paths = warm_paths
+        self.preload = preload
         self.warmed = asyncio.Event()  # set by the first rebuild that completes
         self._task: asyncio.Task[None] | None = None
 
@@ -46,18 +55,18 @@ class CacheRebuild:
     async def _rebuild(self) -> None:
         reader, session = self._reader, self._session
         generation = session.generation
+        # A batch is pipelined: its reads share a longer deadline than one lookup's.
+        timeout = reader.read_timeout * 10
         for attempt in range(1, 1_000_000):
             paths = list(dict.fromkeys([*self.warm_paths, *reader.view.known_paths()]))
+            started = time.perf_counter()
             try:
-                for start in range(0, len(paths), WARM_BATCH):
-                    # A batch is pipelined: its reads share a longer deadline than one lookup's.
-                    batch = [
-                        reader.start(p, reader.read_timeout * 10)
-                        for p in paths[start : start + WARM_BATCH]
-                    ]
-                    await asyncio.gather(*(read.wait() for read in batch))
+                await BulkRead(reader, session, paths, watched=True, timeout=timeout).run()
                 if BROKERS_ROOT + CHILDREN in self.warm_paths:
                     await reader.fetch_children(BROKERS_ROOT)
+                preloaded = 0
+                if self.preload is not None:
+                    preloaded = await self.preload.run()
             except (LookupFailure, TimeoutError) as exc:
                 if not session.connected or generation != session.generation:
                     return  # the next CONNECTED starts another rebuild
@@ -67,9 +76,12 @@ class CacheRebuild:
             if generation == session.generation and session.connected:
                 session.ready()
                 self.warmed.set()
+                took = time.perf_counter() - started
                 if BROKERS_ROOT + CHILDREN in self.warm_paths:
                     brokers = len(reader.view.broker_registry().brokers)
-                    log.info("%s: ready (%d brokers, %d znodes)", session.url, brokers, len(paths))
+                    log.info("%s: ready in %.1fs (%d brokers, %d znodes re-read, %d read ahead)",
+                             session.url, took, brokers, len(paths), preloaded)  # fmt: skip
                 else:
-                    log.info("%s: ready (%d znodes)", session.url, len(paths))
+                    log.info("%s: ready in %.1fs (%d znodes re-read, %d read ahead)",
+                             session.url, took, len(paths), preloaded)  # fmt: skip
             return

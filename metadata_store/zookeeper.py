@@ -1,11 +1,13 @@
-"""`zk:` metadata: znodes read on first use, cached, and kept fresh by ZooKeeper watches.
+"""`zk:` metadata: znodes read ahead (every namespace's policies and ownership, before the
+source says it is ready) or on first use, cached, and kept fresh by ZooKeeper watches.
 
 kazoo runs its callbacks on its own threads; every result is handed to the event loop with
 `call_soon_threadsafe`, and the view is only ever touched on the loop. The loop never blocks
 on ZooKeeper. The source is the lifecycle and the connection states around four parts:
 zk_session (the session as the loop sees it), zk_reader (the read path: one read in flight per
 node, into the view), zk_watches (a watched node read again, from kazoo's thread) and zk_rebuild
-(the cache read again, and re-watched, after every (re)connect).
+(the cache read again, and re-watched, after every (re)connect, and the namespaces' policies and
+ownership read ahead: zk_preload, in bulk: zk_bulk).
 
 Connection states (kazoo): SUSPENDED keeps the cache and serves it (stale); LOST means the
 session expired and its watches are gone, so the cache is dropped and rebuilt on reconnect.
@@ -25,6 +27,7 @@ from pulsar_lookup_gateway.lookup.view import ClusterView
 from pulsar_lookup_gateway.metadata_store.kazoo_threads import LoopHandler
 from pulsar_lookup_gateway.metadata_store.outage_log import OUTAGE_REMINDER, OutageLog, QuietRetries
 from pulsar_lookup_gateway.metadata_store.url import MetadataUrl
+from pulsar_lookup_gateway.metadata_store.zk_preload import PRELOAD_LIMIT, Preload
 from pulsar_lookup_gateway.metadata_store.zk_reader import CHILDREN, Trace, ZnodeReader
 from pulsar_lookup_gateway.metadata_store.zk_rebuild import CacheRebuild
 from pulsar_lookup_gateway.metadata_store.zk_session import ZkSession
@@ -52,9 +55,12 @@ class ZooKeeperSource:
         start_timeout: float = 10.0,
         outage_reminder: float = OUTAGE_REMINDER,
         warm_paths: tuple[str, ...] = WARM_PATHS,
+        preload_limit: int = PRELOAD_LIMIT,
     ) -> None:
         """`warm_paths`: what every (re)connect reads before the source is ready (a separate
-        configuration store holds no brokers: it warms nothing but what the cache holds)."""
+        configuration store holds no brokers: it warms nothing but what the cache holds);
+        `preload_limit`: how many znodes of the namespaces' policies and ownership are read
+        ahead before it is ready (zk_preload; 0: none, all on first use)."""
         self.url = url
         self.start_timeout = start_timeout
         self._client = KazooClient(
@@ -68,7 +74,10 @@ class ZooKeeperSource:
         self._session = ZkSession(url)
         self._reader = ZnodeReader(self._client, self._session, read_timeout)
         self._watches = ZnodeWatches(self._reader, self._session)
-        self._rebuild = CacheRebuild(self._reader, self._session, warm_paths)
+        preload = None
+        if preload_limit > 0:
+            preload = Preload(self._reader, self._session, read_timeout * 10, preload_limit)
+        self._rebuild = CacheRebuild(self._reader, self._session, warm_paths, preload)
 
     @property
     def view(self) -> ClusterView:

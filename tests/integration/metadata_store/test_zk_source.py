@@ -56,6 +56,19 @@ async def running(
     await source.close()
 
 
+@pytest.fixture
+async def lazy(
+    zookeeper: EmbeddedZooKeeper, zk_chroot: str, zk_admin: KazooClient
+) -> AsyncIterator[LookupService]:
+    """`running`, but nothing is read ahead: every node is read on a lookup's first use (as
+    for a namespace created after the source said it was ready)."""
+    seed(zk_admin, cluster(owned={FIRST: 1}))
+    source = source_for(zookeeper.connect_string, zk_chroot, preload_limit=0)
+    await source.start()
+    yield LookupService(source)
+    await source.close()
+
+
 async def owner_of(service: LookupService, topic: str) -> str | None:
     return (await service.lookup(topic, EXTERNAL, "test")).broker_id
 
@@ -205,11 +218,11 @@ async def test_bundle_split_and_new_partitioned_topic(
     await eventually(partitions_seen)
 
 
-async def test_concurrent_misses_share_one_read(running: LookupService) -> None:
-    source = running.source
+async def test_concurrent_misses_share_one_read(lazy: LookupService) -> None:
+    source = lazy.source
     assert isinstance(source, ZooKeeperSource)
     before = source.reads
-    answers = await asyncio.gather(*(running.lookup(IN_LAST, EXTERNAL, "test") for _ in range(50)))
+    answers = await asyncio.gather(*(lazy.lookup(IN_LAST, EXTERNAL, "test") for _ in range(50)))
     assert {a.broker_id for a in answers} == {broker_id(1)}
     # Nothing was looked up yet. Read once each: the tenants' list, the tenant's namespaces,
     # the policies, the local policies and the one ownership node.
@@ -275,7 +288,10 @@ async def test_zookeeper_down_serves_cache_fails_fast_then_recovers(
         seed(admin, cluster(owned={FIRST: 1}) | {"/admin/policies/acme/x": {}})  # never read
     # Long enough that the session outlives the outage, so the cache is kept.
     session_timeout = 30.0
-    source = source_for(private_zk.connect_string, "", session_timeout=session_timeout)
+    # (nothing read ahead: acme/x stays unread)
+    source = source_for(
+        private_zk.connect_string, "", session_timeout=session_timeout, preload_limit=0
+    )
     await source.start()
     service = LookupService(source)
     try:
