@@ -15,6 +15,7 @@ from typing import Any
 
 from pulsar_lookup_gateway.console.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from pulsar_lookup_gateway.console.table import format_table
+from pulsar_lookup_gateway.gateway.demo_command import add_parser as add_demo_parser
 from pulsar_lookup_gateway.gateway.explain_command import add_parser as add_explain_parser
 from pulsar_lookup_gateway.gateway.logs import FORMATS, LEVEL_ENV, LEVELS, resolve_level
 from pulsar_lookup_gateway.gateway.standalone import cmd_standalone
@@ -42,6 +43,7 @@ from pulsar_lookup_gateway.metadata_store.admin import (
     seed_url,
 )
 from pulsar_lookup_gateway.metadata_store.open import open_source
+from pulsar_lookup_gateway.metadata_store.ownership_moves import replace_url
 from pulsar_lookup_gateway.metadata_store.snapshot import (
     SnapshotError,
     read_snapshot,
@@ -158,6 +160,12 @@ def _parser() -> argparse.ArgumentParser:
     seed = sub.add_parser("seed", help="write a snapshot into ZooKeeper in Pulsar's layout")
     seed.add_argument("--metadata", required=True, help="zk:host:port[/chroot]")
     seed.add_argument("--snapshot", required=True, type=Path)
+    seed.add_argument(
+        "--replace",
+        action="store_true",
+        help="also delete what the gateway reads (brokers, ownership, policies, topics) that "
+        "the snapshot no longer has: a bundle left out is unloaded, a broker left out stopped",
+    )
     seed.set_defaults(handler=cmd_seed)
 
     dump = sub.add_parser("dump", help="write the znodes the gateway reads as a snapshot")
@@ -192,6 +200,7 @@ def _parser() -> argparse.ArgumentParser:
     zones.set_defaults(handler=zones_cli.run)
     add_watch_parser(sub)  # (gateway.watch_command)
     add_explain_parser(sub)  # (gateway.explain_command)
+    add_demo_parser(sub)  # (gateway.demo_command)
     for command in sub.choices.values():
         _add_log_options(command)
     return parser
@@ -428,10 +437,15 @@ def cmd_seed(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         count = seed_url(url, nodes)
+        deleted = replace_url(url, nodes) if args.replace else None
     except ZooKeeperUnreachable as exc:
         print(f"seed: {exc}", file=sys.stderr)
         return EXIT_FAILED
     print(f"wrote {count} znodes from {args.snapshot} to {url}")
+    if deleted is not None:
+        print(f"deleted {len(deleted)} znodes the snapshot does not have")
+        for path in deleted:
+            print(f"  {path}")
     return EXIT_OK
 
 
