@@ -319,7 +319,13 @@ class _Stream:
     def closing(self) -> bool:
         return self._closing
 
+    def __str__(self) -> str:
+        return self.client  # (who a refused lookup of its topics is logged for)
+
     # -- the hub's sink -----------------------------------------------------------------------
+
+    def watching(self, topic: str) -> None:
+        self.state.add(topic)
 
     def deliver(self, topic: str, message: str) -> None:
         before = self.state.coalesced

@@ -38,6 +38,7 @@ class Stream(Protocol):
     @property
     def closing(self) -> bool: ...
     def deliver(self, topic: str, message: str) -> None: ...
+    def watching(self, topic: str) -> None: ...
     def control(self, body: dict[str, object]) -> None: ...
     def reauthenticated(self, identity: Identity) -> None: ...
     async def fail(self, code: str, message: str, close_code: int) -> None: ...
@@ -115,9 +116,8 @@ class WatchRequests:
             return
         if not state.room_for(topics):
             return await self._too_many(limit)
-        for full in topics:
-            state.add(full)
-        # (topics watched already are told again: one message per topic after a subscribe)
+        # (the hub adds each to the stream's topics; topics watched already are told again:
+        # one message per topic after a subscribe)
         await self.hub.subscribe(stream, topics.values(), stream.route.choice, stream.role)
 
     def _invalid(self, name: str, message: str) -> None:

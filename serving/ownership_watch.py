@@ -41,8 +41,10 @@ class OwnershipWatch:
         #: The watch's share of each loop turn: its streams' requests, lookups and messages.
         self.turns = Turns()
         self._lookups = WatchLookups(service, self._index, self._hold, self.turns)
-        self._dirty: set[Key] = set()
-        self._appeared: set[str] = set()  # nodes (or parents + "/") written since the flush
+        # Keys and nodes (or parents + "/") written since the flush, with the number of the
+        # last write of each (a topic whose state was read after it is not looked up again).
+        self._dirty: dict[Key, int] = {}
+        self._appeared: dict[str, int] = {}
         self._flush: asyncio.Handle | None = None
         self._hearing = False
 
@@ -70,11 +72,13 @@ class OwnershipWatch:
             if count % SUBSCRIBE_SLICE == 0:
                 await self.turns.take(min(SUBSCRIBE_SLICE, len(topics) - count) * NAME)
             entry, new = index.watch(topic, choice, role)
+            sink.watching(entry.name)  # (the stream holds the index's string: one copy)
             if new:
                 lookups.first(sink, entry)
             entry.add(sink)
-            if entry.message is not None:
-                sink.deliver(topic.full, entry.message)
+            message = entry.message()
+            if message is not None:
+                sink.deliver(entry.name, message)
             elif entry.first is not None and not entry.first.done():
                 waiting.append(entry.first)
         if waiting:
@@ -118,40 +122,50 @@ class OwnershipWatch:
     def _changed(self, path: str, keys: list[Key]) -> None:
         """A write to the view (on the loop) and the keys it may change: look the topics
         filed under them up soon (all the writes of one loop iteration together)."""
-        if self._index.empty:
+        index = self._index
+        index.writes += 1
+        if index.empty:
             return
-        self._dirty.update(keys)
+        write = index.writes
+        dirty = self._dirty
+        for key in keys:
+            dirty[key] = write
         parent = path[:-1] if path.endswith("/") else path.rpartition("/")[0]
-        if self._index.waits_under(parent):
-            self._appeared.add(path)
+        if index.waits_under(parent):
+            self._appeared[path] = write
         if self._flush is None and (self._dirty or self._appeared):
             self._flush = asyncio.get_running_loop().call_soon(self._look_again)
 
     def _look_again(self) -> None:
         self._flush = None
-        keys, self._dirty = self._dirty, set()
-        paths, self._appeared = self._appeared, set()
+        keys, self._dirty = self._dirty, {}
+        paths, self._appeared = self._appeared, {}
         lookups = self._lookups
         before = lookups.queued_again
         self._queue_again(keys)
         view = self.service.source.view
-        for entry in self._index.appeared(paths, view):  # (topics not found, found now?)
-            lookups.again(entry)
+        for path, write in paths.items():  # (topics not found, found now?)
+            for entry in self._index.appeared((path,), view):
+                lookups.again(entry, write)
         if lookups.queued_again > before:  # (a load report queues nothing: the collector runs)
             self._hold.begin()
 
-    def _queue_again(self, keys: set[Key]) -> None:
+    def _queue_again(self, keys: dict[Key, int]) -> None:
+        """Look the topics filed under `keys` up again, but those whose state was read after
+        the key's last write (a node's first read is a write of the view too: the topics
+        whose lookup read it, a refused one among them, are looked up once, not again)."""
         index, lookups = self._index, self._lookups
         if ALL in keys:
             index.forget_registrations()
+            write = keys[ALL]
             for entry in index.every():
-                lookups.again(entry)
+                lookups.again(entry, write)
             return
         view = self.service.source.view
-        for key in keys:
+        for key, write in keys.items():
             # A registration is rewritten by every load report: only a new one, or other
             # URLs, can change an answer.
             if key[0] == "broker" and not index.registration_changed(view, key[1]):
                 continue
             for entry in index.under(key):
-                lookups.again(entry)
+                lookups.again(entry, write)

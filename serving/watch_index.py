@@ -38,27 +38,31 @@ Route = tuple[ListenerChoice, str | None]  # (listener choice, role)
 
 
 class Sink(Protocol):
-    """A stream: takes the messages about the topics it watches."""
+    """A stream: takes the messages about the topics it watches; its str() is its client (for
+    the log line of a refused lookup)."""
 
     def deliver(self, topic: str, message: str) -> None: ...
+    def watching(self, topic: str) -> None: ...
 
 
 class WatchedTopic:
-    """One topic watched with one listener choice and role, by one or more streams."""
+    """One topic watched with one listener choice and role, by one or more streams. Its name
+    is held once, as a string (the streams' sets hold this same object): it is parsed again
+    for each lookup rather than kept in parts."""
 
     __slots__ = (
-        "absent", "choice", "first", "keys", "message", "queued", "removed", "role", "sinks",
-        "state", "topic",
+        "absent", "choice", "first", "keys", "name", "queued", "read_at", "removed", "role",
+        "sinks", "state",
     )  # fmt: skip
 
-    def __init__(self, topic: TopicName, choice: ListenerChoice, role: str | None) -> None:
-        self.topic = topic
+    def __init__(self, name: str, choice: ListenerChoice, role: str | None) -> None:
+        self.name = name
         self.choice = choice
         self.role = role
         # The streams that watch it: one (the common case, no set), or a set of them.
         self.sinks: Sink | set[Sink] | None = None
-        self.state: TopicState | None = None  # last told
-        self.message: str | None = None  # its JSON
+        self.state: TopicState | None = None  # last told (its message is made when sent)
+        self.read_at = -1  # the index's write count when its last state was read
         self.keys: frozenset[Key] = frozenset()
         self.absent: tuple[str, ...] = ()  # its nodes it waits for (not found)
         self.removed = False
@@ -85,6 +89,21 @@ class WatchedTopic:
                 self.sinks = next(iter(sinks))
         return self.sinks is None
 
+    @property
+    def topic(self) -> TopicName:
+        return TopicName.parse(self.name)
+
+    def message(self) -> str | None:
+        """The message of its last state, for a stream that starts watching it."""
+        return self.state.message_json(self.name) if self.state is not None else None
+
+    def watcher(self) -> Sink | None:
+        """One stream that watches it (the client a refused lookup's log line names)."""
+        sinks = self.sinks
+        if isinstance(sinks, set):
+            return next(iter(sinks), None)
+        return sinks
+
     def watchers(self) -> list[Sink]:
         sinks = self.sinks
         if sinks is None:
@@ -105,6 +124,9 @@ class WatchIndex:
         self._states_table = ("ownership watch states", id(self))
         self._states: dict[tuple[object, ...], TopicState] = memo.table(self._states_table)
         self._prints: dict[str, object] = {}  # broker id -> registration_print
+        #: Writes heard so far: a state read after a write already reflects it (WatchedTopic
+        #: read_at), and is not looked up again for it.
+        self.writes = 0
 
     @property
     def empty(self) -> bool:
@@ -120,7 +142,7 @@ class WatchIndex:
         entry = entries.get(topic.full)
         if entry is not None:
             return entry, False
-        entry = entries[topic.full] = WatchedTopic(topic, choice, role)
+        entry = entries[topic.full] = WatchedTopic(topic.full, choice, role)
         self.count += 1
         return entry, True
 
@@ -131,7 +153,7 @@ class WatchIndex:
     def remove(self, entry: WatchedTopic) -> None:
         route = (entry.choice, entry.role)
         entries = self._routes[route]
-        del entries[entry.topic.full]
+        del entries[entry.name]
         if not entries:
             del self._routes[route]
         self.count -= 1

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 from collections import OrderedDict, deque
 
 from pulsar_lookup_gateway.lookup.errors import LookupFailure
@@ -28,6 +29,7 @@ from pulsar_lookup_gateway.lookup.ownership_changes import (
     failed_state,
     supersedes,
 )
+from pulsar_lookup_gateway.lookup.topics import TopicName
 from pulsar_lookup_gateway.serving.collection_hold import CollectionHold
 from pulsar_lookup_gateway.serving.service import LookupService
 from pulsar_lookup_gateway.serving.watch_index import Sink, WatchedTopic, WatchIndex
@@ -57,6 +59,8 @@ class WatchLookups:
         self._again: OrderedDict[WatchedTopic, None] = OrderedDict()
         self._firsts: OrderedDict[Sink, deque[WatchedTopic]] = OrderedDict()
         self._taken = 0  # first lookups taken in a row from the stream in front
+        # Topics being looked up -> the last write asking for them again meanwhile (0: none)
+        self._looking: dict[WatchedTopic, int] = {}
         self._workers = 0
         self._retry: set[WatchedTopic] = set()
         self._retry_timer: asyncio.TimerHandle | None = None
@@ -74,10 +78,17 @@ class WatchLookups:
         self._firsts.setdefault(sink, deque()).append(entry)
         self._start_workers()
 
-    def again(self, entry: WatchedTopic) -> None:
-        """Look `entry` up again (ahead of every first lookup)."""
+    def again(self, entry: WatchedTopic, write: int = 0) -> None:
+        """Look `entry` up again (ahead of every first lookup) for the index's write number
+        `write` (0: whatever it read, say to retry): not if its state was read after it."""
         if entry.queued:
             return  # (its lookup has not started: it reads the view as it is then)
+        if write and entry.read_at >= write:
+            return  # (what it told was read after that write)
+        looking = self._looking
+        if entry in looking:  # (decided when that lookup ends: it may read after the write)
+            looking[entry] = max(looking[entry], write or sys.maxsize)
+            return
         entry.queued = True
         self._again[entry] = None
         self._start_workers()
@@ -137,70 +148,81 @@ class WatchLookups:
                 entry = self._next()
                 if entry is None:
                     break
+                self._looking[entry] = 0
                 try:
                     await self._look_up(entry)
                 except Exception:  # a bug of ours must not end the watch of every topic
-                    log.exception("ownership watch: looking up %s failed", entry.topic.full)
+                    log.exception("ownership watch: looking up %s failed", entry.name)
                     self._retry_later(entry)
                 finally:
                     if entry.first is not None:
                         if not entry.first.done():
                             entry.first.set_result(None)
                         entry.first = None
+                    write = self._looking.pop(entry, 0)
+                    if write > entry.read_at and not entry.removed:  # (written after its read)
+                        self.again(entry)
         finally:
             self._workers -= 1
             if not self._workers and not self._again and not self._firsts:
                 self._hold.end()
 
     async def _look_up(self, entry: WatchedTopic) -> None:
-        service = self.service
+        service, index = self.service, self._index
         self.made += 1
+        topic = entry.topic  # (parsed for the lookup: the watch holds only the name)
+        client = entry.watcher()  # (its str() is the client, made only for a log line)
         for _ in range(ATTEMPTS):
             try:
                 answer = await service.lookup(
-                    entry.topic, entry.choice, PROTOCOL, role=entry.role, forward=False
+                    topic, entry.choice, PROTOCOL, role=entry.role, forward=False, client=client
                 )
+                read_at = index.writes
                 view = service.source.view
                 if answer.peer_cluster is None:
                     version = view.version
                     # As /lookup/v2/topic: a persistent topic that neither exists nor may be
                     # created is not found.
-                    await service.check_lookup_allowed(entry.topic)
+                    await service.check_lookup_allowed(topic)
                     if service.source.view is not view or view.version != version:
                         continue  # changed while it was read: the answer may be older
                 state = answered_state(answer, view)
             except LookupFailure as failure:
-                state = failed_state(entry.topic, failure, service.source.view)
+                read_at = index.writes
+                if not failure.logged:  # (a refusal after the lookup: logged as one)
+                    service.refusals.refuse(PROTOCOL, client, entry.choice, topic, failure)
+                state = failed_state(topic, failure, service.source.view)
                 if state is None and failure.kind in TRANSIENT_FAILURES:
                     self._retry_later(entry)
-                    if entry.message is None:  # nothing told yet: say so, and keep trying
+                    if entry.state is None:  # nothing told yet: say so, and keep trying
                         state = error_state(ErrorCode.UNAVAILABLE, UNAVAILABLE)
             if entry.removed:
                 return
             if state is None:  # half-way: what settles it is watched; tried again anyway
                 self._retry_later(entry)
-            self._tell(entry, state)
+            entry.read_at = read_at
+            self._tell(entry, topic, state)
             return
         self._retry_later(entry)
 
-    def _tell(self, entry: WatchedTopic, state: TopicState | None) -> None:
+    def _tell(self, entry: WatchedTopic, topic: TopicName, state: TopicState | None) -> None:
         """Record `state` and hand it to the streams if it is news (`supersedes`)."""
         index = self._index
         last = entry.state
         if state is None:
             # Half-way, or of the moment: the last state holds; whatever settles it is watched.
-            index.file(entry, depends_on(entry.topic, last) | depends_on(entry.topic, None))
+            index.file(entry, depends_on(topic, last) | depends_on(topic, None))
             return
-        index.file(entry, depends_on(entry.topic, state))
+        index.file(entry, depends_on(topic, state))
         if not supersedes(state, last):
             return
         if state.kind is TopicStateKind.OWNER and state.owner is not None:
             index.told_owner(self.service.source.view, state.owner)
-        entry.state = state = index.share(state, entry.topic)
-        topic = entry.topic.full
-        message = entry.message = state.message_json(topic)
+        entry.state = state = index.share(state, topic)
+        name = entry.name
+        message = state.message_json(name)  # (one string, shared by every stream's queue)
         for sink in entry.watchers():
-            sink.deliver(topic, message)
+            sink.deliver(name, message)
 
     # -- retries ----------------------------------------------------------------------------
 

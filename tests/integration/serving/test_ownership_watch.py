@@ -9,6 +9,7 @@ import base64
 import contextlib
 import gc
 import json
+import logging
 import math
 import os
 import socket
@@ -679,3 +680,31 @@ async def test_a_tls_socket_serves_the_watch(
             watcher = Watcher(ws)
             await watcher.subscribe(IN_FIRST)
             assert (await watcher.next())["brokerUrlTls"] == "pulsar+ssl://b1.example.com:6651"
+
+
+async def test_a_refused_topic_is_looked_up_once_and_its_log_line_names_the_client(
+    zookeeper: EmbeddedZooKeeper, zk_chroot: str, zk: KazooClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="pulsar_lookup_gateway.serving")
+    extra = (
+        "authenticationEnabled=true\nauthenticationProviders=token\n"
+        f"tokenSecretKey=data:;base64,{base64.b64encode(SECRET).decode()}\n"
+        "authorizationEnabled=true\n"
+    )
+    config = config_from(config_text(zookeeper.connect_string, zk_chroot, extra))
+    async with running(config) as gateway:
+        hub = watches_for(gateway.service).hub
+        # (a fresh gateway: the namespace's policies are read by these lookups, a write of
+        # the view that concerns every one of them)
+        names = [f"persistent://public/default/refused-{n}" for n in range(12)]
+        names += [f"persistent://public/elsewhere/refused-{n}" for n in range(4)]
+        async with watching(gateway.port_of("external", "http"), headers=bearer("mallory")) as m:
+            await m.subscribe(*names)
+            told = {(body := await m.next())["topic"]: body["code"] for _ in names}
+            assert set(told.values()) == {"not_authorized"}
+            await asyncio.sleep(1.5)  # (what a second lookup would have waited for)
+            assert hub.lookups == len(names)
+            port = m.ws.get_extra_info("sockname")[1]
+    lines = [r.getMessage() for r in caplog.records if "protocol=watch" in r.getMessage()]
+    assert lines, "no refusal logged"
+    assert all(f"client=127.0.0.1:{port} on http://" in line for line in lines), lines[:2]
