@@ -7,6 +7,7 @@ import errno
 import os
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -84,7 +85,7 @@ def cmd_standalone(args: argparse.Namespace) -> int:
             with connected(zookeeper.connect_string) as client:
                 seed(client, nodes)
             banner = _standalone_banner(
-                config, zookeeper.connect_string, args.snapshot, Path(certs)
+                config, zookeeper.connect_string, args.snapshot, Path(certs), nodes, args.config
             )
             print(banner)
             # Taken between the check above and now: no time to look for a free offset.
@@ -170,7 +171,12 @@ IN_USE = "another process (a local Pulsar?) listens there: move every port of th
 
 
 def _standalone_banner(
-    config: GatewayConfig, zk: str, snapshot: Path, certs: Path | None = None
+    config: GatewayConfig,
+    zk: str,
+    snapshot: Path,
+    certs: Path | None = None,
+    nodes: Mapping[str, Any] | None = None,
+    config_path: Path | None = None,
 ) -> str:
     topic = "persistent/public/default/orders-partition-1"
     lines = [
@@ -190,17 +196,71 @@ def _standalone_banner(
     by_scheme: dict[str, str] = {}  # the first socket of each scheme
     for spec in config.sockets():
         by_scheme.setdefault(spec.endpoint.scheme.value, spec.endpoint.url)
-    if certs is not None and "pulsar+ssl" in by_scheme:
-        lines.append(
-            f"  TLS clients trust {certs / 'ca.crt'} (a development CA, deleted at exit), e.g."
-            f" pulsar.Client('{by_scheme['pulsar+ssl']}', tls_trust_certs_file_path=...)"
-        )
+    if certs is not None:
+        lines += tls_client_lines(config, certs / "ca.crt", nodes or {})
     command = sys.argv[0] if sys.argv[0].endswith("pulsar-lookup-gateway") else PROG
     lines.append(f"  {command} lookup orders-partition-3 --listener external --metadata zk:{zk}")
+    lines.append(
+        f"  {command} explain orders-partition-1 --config {config_path or CONFIG_HINT}"
+        f" --metadata zk:{zk} --socket external:pulsar+ssl    # why this answer"
+    )
+    lines.append(
+        f"  {command} demo move orders-partition-1 broker-2 --metadata zk:{zk}"
+        "    # also: demo unload, demo stop-broker"
+    )
     if "http" in by_scheme:
         lines.append(f"  curl -s {by_scheme['http']}/admin/v2/gateway/listeners")
     lines += DEMO_CLIENTS
     return "\n".join(lines)
+
+
+#: The config to name in the banner's explain example (the one standalone runs by default).
+CONFIG_HINT = "configs/standalone.conf"
+
+
+def tls_listeners_of_brokers(nodes: Mapping[str, Any]) -> set[str]:
+    """The listeners some broker of a snapshot advertises a binary TLS URL on
+    (brokerServiceUrlTls in its registration's advertisedListeners)."""
+    found: set[str] = set()
+    for path, data in nodes.items():
+        if not path.startswith("/loadbalance/brokers/") or not isinstance(data, dict):
+            continue
+        listeners = data.get("advertisedListeners")
+        if isinstance(listeners, dict):
+            found |= {
+                name
+                for name, urls in listeners.items()
+                if isinstance(urls, dict) and urls.get("brokerServiceUrlTls")
+            }
+    return found
+
+
+def tls_client_lines(config: GatewayConfig, ca: Path, nodes: Mapping[str, Any]) -> list[str]:
+    """How a TLS client tries the demo: on a pulsar+ssl socket of a listener the brokers
+    advertise a TLS URL on; and, for a listener they do not, what its TLS clients get."""
+    tls_sockets = [s for s in config.sockets() if s.endpoint.scheme.value == "pulsar+ssl"]
+    with_tls = tls_listeners_of_brokers(nodes)
+    usable = [s for s in tls_sockets if s.listener in with_tls]
+    lines = []
+    if usable:
+        lines.append(
+            f"  TLS clients trust {ca} (a development CA, deleted at exit), e.g."
+            f" pulsar.Client('{usable[0].endpoint.url}', tls_trust_certs_file_path=...)"
+            f"    # listener '{usable[0].listener}'"
+        )
+    for spec in tls_sockets:
+        if spec.listener in with_tls:
+            continue
+        name = spec.listener or "(untagged)"
+        lines += [
+            f"  TLS on {spec.endpoint.url} (listener '{name}') fails: the demo's brokers "
+            f"advertise no TLS URL on '{name}'",
+            "  (as brokers without brokerServicePortTls), so its lookups answer "
+            "brokerServiceUrlTls '' and a TLS client",
+            '  logs "Invalid Url, unable to parse" and raises pulsar.ConnectError; '
+            + (f"use {usable[0].endpoint.url} above." if usable else "use a plaintext socket."),
+        ]
+    return lines
 
 
 #: What a client of the demo can and cannot do, said where the demo starts.

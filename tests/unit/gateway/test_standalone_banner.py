@@ -1,0 +1,40 @@
+"""What `standalone` prints about TLS clients of the demo, from the config and the snapshot:
+the example names a TLS socket whose listener the brokers advertise a TLS URL on, and every
+TLS socket whose listener they do not is explained where it is printed."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+from pulsar_lookup_gateway.gateway.standalone import tls_client_lines, tls_listeners_of_brokers
+from pulsar_lookup_gateway.listeners.config.model import load_config
+from pulsar_lookup_gateway.metadata_store.snapshot import read_snapshot
+
+CONFIGS = Path(__file__).resolve().parents[3] / "configs"
+CA = Path("/certs/ca.crt")
+
+
+def test_the_demo_brokers_advertise_tls_on_the_external_listener_only() -> None:
+    assert tls_listeners_of_brokers(read_snapshot(CONFIGS / "demo-cluster.json")) == {"external"}
+
+
+def test_the_tls_example_is_a_socket_that_works_and_the_other_is_explained() -> None:
+    config = load_config(CONFIGS / "standalone.conf", {}).config
+    lines = tls_client_lines(config, CA, read_snapshot(CONFIGS / "demo-cluster.json"))
+    assert "pulsar.Client('pulsar+ssl://127.0.0.2:6651'" in lines[0]
+    assert "# listener 'external'" in lines[0]
+    explained = " ".join(lines[1:])
+    assert "TLS on pulsar+ssl://127.0.0.1:6651 (listener 'internal') fails" in explained
+    assert "brokerServiceUrlTls ''" in explained and '"Invalid Url, unable to parse"' in explained
+    assert "pulsar.ConnectError" in explained
+
+
+def test_nothing_is_explained_where_every_listener_has_a_tls_url() -> None:
+    config = load_config(CONFIGS / "standalone.conf", {}).config
+    nodes = copy.deepcopy(read_snapshot(CONFIGS / "demo-cluster.json"))
+    for path, data in nodes.items():
+        if path.startswith("/loadbalance/brokers/"):
+            data["advertisedListeners"]["internal"]["brokerServiceUrlTls"] = "pulsar+ssl://x:6651"
+    lines = tls_client_lines(config, CA, nodes)
+    assert len(lines) == 1 and "pulsar+ssl://127.0.0.1:6651" in lines[0]  # the first TLS socket
