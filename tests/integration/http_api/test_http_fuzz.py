@@ -86,6 +86,10 @@ class BackgroundGateway:
         for path, node in nodes.items():
             if path.startswith("/loadbalance/brokers/"):
                 node["advertisedListeners"]["internal"]["brokerServiceUrl"] = self.broker.url
+                # (a plain web URL too: a plain redirect to an https-only listener is 412)
+                number = path.rsplit("/b", 1)[1].split(":")[0]
+                external = node["advertisedListeners"]["external"]
+                external["brokerHttpUrl"] = f"http://b{number}.example.com:8080"
         self.snapshot.write_text(json.dumps(nodes))
         await self.source.start()
         service = LookupService(self.source, internal_listener="internal")
@@ -211,10 +215,10 @@ def check_answer(
             assert isinstance(json.loads(body)["reason"], str)
     if status == 307:
         location = headers["location"]
-        # to the leader (b1), at its web URL for the chosen listener and no other's: the
-        # external listener has an https URL only, and never gets the internal address
+        # to the leader (b1), at its web URL for the chosen listener and no other's: a plain
+        # request to the external listener's plain URL, never the internal address
         internal = location.startswith("http://10.0.0.1:8080/lookup/v2/topic/")
-        external = location.startswith("https://b1.example.com:8443/lookup/v2/topic/")
+        external = location.startswith("http://b1.example.com:8080/lookup/v2/topic/")
         assert internal or external, location
         assert ("listenerName=internal" in location) == internal, location
         assert "listenerName=" in location
