@@ -163,7 +163,7 @@ def render(result: dict[str, Any]) -> str:
         lines.append(f"demands     {demand}")
     answer = result.get("answer")
     if answer is not None:
-        lines.append(f"bundle      {answer['bundle']}")
+        lines.append(f"bundle      {result['bundle']}")
         lines.append(f"owner       {result['owner']}")
         kind = "authoritative" if answer["authoritative"] else "not authoritative"
         lines.append(f"answer      {answer['response']} ({kind})")

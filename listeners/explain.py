@@ -141,6 +141,7 @@ async def explain(
         result["notes"] = notes
         return result
     result["answer"] = answer_fields(answer)
+    result["bundle"] = f"{answer.topic.namespace_name}/{answer.bundle.name}"
     result["owner"] = _owner(service, answer)
     notes += _client_urls(socket, answer)
     result["notes"] = notes
