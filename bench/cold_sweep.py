@@ -41,7 +41,7 @@ _HEADER = struct.Struct(">I")
 
 # The gateway child: only parts the commit before this bench had too (it runs under --before).
 SERVER = r"""
-import asyncio, json, logging, resource, sys, time
+import asyncio, cProfile, json, logging, resource, sys, time
 from pulsar_lookup_gateway.listeners.binary import BinaryServer, BinarySettings
 from pulsar_lookup_gateway.listeners.endpoints.addresses import Endpoint, Scheme
 from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec
@@ -73,10 +73,17 @@ async def main():
     print(json.dumps({"port": server.port, "ready_s": ready_s, "ready_cpu_s": ready_cpu,
                       "rss_mib": rss()}), flush=True)
     loop = asyncio.get_running_loop()
+    profile, asked = (cProfile.Profile() if len(sys.argv) > 2 else None), 0
     while True:
         line = await loop.run_in_executor(None, sys.stdin.readline)
         if not line or line.strip() == "stop":
             break
+        asked += 1
+        if profile is not None and asked == 1:
+            profile.enable()  # (the cold sweep)
+        elif profile is not None and asked == 2:
+            profile.disable()
+            profile.dump_stats(sys.argv[2])
         print(json.dumps({"cpu_s": cpu(), "rss_mib": rss()}), flush=True)
     await server.stop(timeout=5)
     await source.close()
@@ -253,10 +260,10 @@ async def sweep(
 
 
 class _Child:
-    def __init__(self, connect: str, pythonpath: str) -> None:
+    def __init__(self, connect: str, pythonpath: str, profile: str | None) -> None:
         env = dict(os.environ, PYTHONPATH=pythonpath)
         self.process = subprocess.Popen(
-            [sys.executable, "-c", SERVER, connect],
+            [sys.executable, "-c", SERVER, connect, *([profile] if profile else [])],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
@@ -295,7 +302,7 @@ async def one_round(
     args: argparse.Namespace,
 ) -> list[str]:
     loop = asyncio.get_running_loop()
-    child = _Child(connect, tree)
+    child = _Child(connect, tree, args.profile)
     try:
         hello = await loop.run_in_executor(None, child.read)
         rows, rates, results = [], [], []
@@ -331,6 +338,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--depth", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--before", metavar="DIR", help="alternate with the tree at DIR")
+    parser.add_argument("--profile", metavar="FILE", help="cProfile the cold sweep's gateway")
     args = parser.parse_args(argv)
     nodes, owners = cluster(args.brokers, args.namespaces, args.bundles)
     sweeps = [sweep_topics(args.namespaces, args.bundles, owners, s) for s in range(3)]

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from time import perf_counter
 from typing import Any
 
+from pulsar_lookup_gateway.listeners.binary.bundles_ahead import BundlesAhead
 from pulsar_lookup_gateway.listeners.binary.replies import SERVICE_NOT_READY, lookup_failed
 from pulsar_lookup_gateway.listeners.binary.requests import RequestRunner
 from pulsar_lookup_gateway.listeners.binary.session import Memo, Session
@@ -23,6 +24,7 @@ from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.listeners.protocol.codec import LookupType
 from pulsar_lookup_gateway.listeners.protocol.lookup_frames import (
     AnswerFrames,
+    AnswerTemplate,
     answer_run,
     split_lookup,
     topic_and_tail,
@@ -32,7 +34,7 @@ from pulsar_lookup_gateway.listeners.routing import Facts, Proof, Refusal, Route
 from pulsar_lookup_gateway.lookup.errors import LookupFailure, NodeNotLoaded
 from pulsar_lookup_gateway.lookup.resolve import LookupAnswer, ResponseKind
 from pulsar_lookup_gateway.lookup.selection import ListenerChoice
-from pulsar_lookup_gateway.serving.memo import BundleAnswers, SocketTables, place_of
+from pulsar_lookup_gateway.serving.memo import BundleAnswers, Place, SocketTables, place_of
 from pulsar_lookup_gateway.serving.metrics import LookupTally
 from pulsar_lookup_gateway.serving.service import LookupService
 
@@ -71,6 +73,8 @@ class Lookups:
         # The process's answer memo (the service's): this socket's tables in it, per choice.
         self.memo = service.memo
         self._tables = SocketTables(service.memo)
+        # A namespace's other bundles, answered ahead once one of its bundles was.
+        self.ahead = BundlesAhead(service, self._value)
 
     def tables(self, choice: ListenerChoice) -> tuple[Memo, BundleAnswers]:
         """The memo tables of this socket's unauthenticated connections of `choice`: warm
@@ -79,6 +83,7 @@ class Lookups:
 
     def close(self) -> None:
         """Give back what this socket's tables hold (the socket is closed)."""
+        self.ahead.close()
         self._tables.release()
 
     # -- the full path ------------------------------------------------------------------
@@ -150,14 +155,22 @@ class Lookups:
         tally it counts in; and keep it for the topic's bundle where every topic of that bundle
         gets the same answer. The answer was read from the current view (the service's last
         read of it was synchronous, and nothing awaited since), so it is kept as of now."""
-        tally = self._service.tally_for(answer.listener, "binary")
-        connect = answer.response is ResponseKind.CONNECT
-        place = place_of(str(answer.topic.namespace_name), answer.bundle.lower)
-        value = (self._frames.template(answer), (tally, connect), place)
+        value = self._value(answer)
+        place = value[2]
         self.memo.follow(self._service.source.view)  # (settles what lookups read of brokers)
         self.memo.remember(None, memo, key, value, place, len(key))
         if session.bundles is not None:
             self._remember_bundle(session.bundles, key, answer, value)
+
+    def _value(
+        self, answer: LookupAnswer
+    ) -> tuple[AnswerTemplate, tuple[LookupTally, bool], Place]:
+        """What the memo keeps of an answer: its frame's template, the tally it counts in and
+        the place it is filed under."""
+        tally = self._service.tally_for(answer.listener, "binary")
+        connect = answer.response is ResponseKind.CONNECT
+        place = place_of(str(answer.topic.namespace_name), answer.bundle.lower)
+        return (self._frames.template(answer), (tally, connect), place)
 
     def _remember_bundle(
         self, bundles: BundleAnswers, key: bytes, answer: LookupAnswer, value: object
@@ -178,6 +191,7 @@ class Lookups:
         if policies is None or policies.deleted or boundaries is None:
             return
         bundles.remember(split[0], split[1], boundaries.boundaries, answer.bundle.lower, value)
+        self.ahead.ask(bundles, topic, split[1], answer.listener)
 
     # -- the memo of warm answers --------------------------------------------------------
 

@@ -102,6 +102,17 @@ class BinaryServer(BoundSocket):
             raise RuntimeError("the server is already started")
         loop = asyncio.get_running_loop()
         endpoint = self.spec.endpoint
+        if self.settings.memoise_lookups:
+            # Before the socket accepts: every bundle's answer for the socket's own listener
+            # and the common request shapes (a replica that just started answers its first
+            # sweep over the bundles as a warm one does).
+            lookups = self.handlers.lookups
+            started = loop.time()
+            done = await lookups.ahead.prime(
+                lookups.tables(self.socket_choice)[1], self.socket_choice
+            )
+            log.info("%s: %d bundle answers of %d namespaces made ahead in %.1fs", self.url,
+                     lookups.ahead.made, done, loop.time() - started)  # fmt: skip
         if self.settings.proxy_protocol:
             sock = bind_listening(endpoint.host, endpoint.port, self.settings.reuse_port)
             acceptor = ProxiedAcceptor(
