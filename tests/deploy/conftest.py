@@ -15,6 +15,7 @@ from tests.deploy.gateways import (
     GatewayProcess,
     ServedGateway,
     demo_nodes,
+    peer_cluster_nodes,
     serve_lookups,
     tls_config,
 )
@@ -29,10 +30,11 @@ def served_gateway(
     with connected(zookeeper.connect_string) as admin:
         admin.ensure_path(chroot)
     with connected(zookeeper.connect_string + chroot) as admin:
-        seed(admin, demo_nodes())
+        seed(admin, demo_nodes() | peer_cluster_nodes())
     certs = write_dev_certs(workdir / "certs")
     config = workdir / "gateway.conf"
-    config.write_text(tls_config(f"zk:{zookeeper.connect_string}{chroot}", certs.directory))
+    metadata = f"zk:{zookeeper.connect_string}{chroot}"
+    config.write_text(tls_config(metadata, certs.directory) + "clusterName=demo\n")
     gateway = GatewayProcess(config, workdir / "gateway.log")
     try:
         served = serve_lookups(gateway, certs.directory / "ca.crt")

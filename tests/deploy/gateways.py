@@ -37,6 +37,23 @@ LISTENING = re.compile(r"listening on (\S+) listener=(\S+) tls=(\S+)")
 # Topics of the demo cluster (configs/demo-cluster.json): an owned bundle, an unowned one.
 OWNED = "persistent/public/default/orders-partition-1"
 UNOWNED = topic_in_range(0xC0000000, 0xFFFFFFFF).replace("://", "/")
+# A namespace only a peer cluster serves (peer_cluster_nodes): its lookups are a Redirect there
+# (an unowned bundle's lookup is forwarded to a broker by a running gateway, issue 40).
+PEER_TOPIC = "persistent/public/west-only/t"
+
+
+def peer_cluster_nodes() -> dict[str, Any]:
+    """The demo cluster (`clusterName=demo`) with a peer, `west`, and a namespace only it serves."""
+    return {
+        "/admin/clusters/demo": {"peerClusterNames": ["west"]},
+        "/admin/clusters/west": {
+            "serviceUrl": "http://west.example.com:8080",
+            "brokerServiceUrl": "pulsar://west.example.com:6650",
+        },
+        "/admin/policies/public/west-only": {"replication_clusters": ["west"]},
+    }
+
+
 NO_NAMESPACE = "persistent/public/nowhere/t"
 LOOKUP = "/lookup/v2/topic/"
 
@@ -203,7 +220,7 @@ def serve_lookups(gateway: GatewayProcess, ca: Path) -> Served:
         header = {"X-Pulsar-ListenerName": "external"}
         assert get(internal + OWNED, header).status == 200
         answered += 1
-    assert get(internal + UNOWNED).status == 307
+    assert get(internal + PEER_TOPIC).status == 307
     redirected += 1
     assert get(internal + NO_NAMESPACE).status >= 400
     failed += 1
