@@ -206,9 +206,10 @@ def _client_urls(socket: SocketFacts, answer: LookupAnswer) -> list[str]:
         pair = (("plaintext", "brokerUrl", urls.service_url),
                 ("TLS", "brokerUrlTls", urls.service_url_tls))  # fmt: skip
     notes = []
+    goes = "connects to" if answer.response is ResponseKind.CONNECT else "is redirected to"
     for kind, field, url in pair:
         if url:
-            notes.append(f"a {kind} client connects to {field} {url}")
+            notes.append(f"a {kind} client {goes} {field} {url}")
         else:
             notes.append(
                 f"a {kind} client gets {field} '' (the owner advertises none for listener "

@@ -27,7 +27,7 @@ from pulsar_lookup_gateway.listeners.routing import (
     Router,
 )
 from pulsar_lookup_gateway.lookup.errors import FailureKind, ServerError
-from pulsar_lookup_gateway.lookup.selection import ChoiceSource, ClientRoutes
+from pulsar_lookup_gateway.lookup.selection import ChoiceSource, ClientRoutes, Step
 from pulsar_lookup_gateway.metadata_store.file import FileSource
 from pulsar_lookup_gateway.serving.service import LookupService
 
@@ -254,3 +254,31 @@ def test_a_binary_answer_is_shared_in_the_memo_only_where_every_sharer_may_have_
     demanding = plain.socket_route.guard.joined(plain.guard.authenticator.for_listener("dmz"))
     named = Route(routed(decide(plain, "edge")).choice, demanding)
     assert demanding.certificate_of == "dmz" and not answer_may_be_shared(named, session)
+
+
+def test_a_traced_decision_is_the_same_decision_and_a_refusal_in_it_is_not_counted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """explain's trace: route() decides again (its steps recorded) and gives the route the
+    socket gives; decide() records its steps and refusal, which is neither counted nor
+    logged (no lookup was refused)."""
+    caplog.set_level(logging.INFO, logger="pulsar_lookup_gateway.serving.service")
+    plain, service = serving(allowed={"external": ["external"]})
+    steps: list[Step] = []
+    assert plain.route(None, None, steps) == plain.socket_route
+    assert [(s.rule, s.decided) for s in steps if s.decided] == [("socket", True)]
+    located = router(routes=ROUTES)
+    office = ClientOrigin.of_peer(("10.1.2.3", 5000), "pulsar://gw:6650")
+    traced: list[Step] = []
+    assert located.route(office, None, traced) == located.route(office, None)
+    assert any(s.rule == "network" and s.decided and "'office'" in s.found for s in traced)
+    request: list[Step] = []
+    facts = Facts(plain.socket_route, "binary", CLIENT, "internal", None, "t", trace=request)
+    failure = refused(plain.decide(facts)).failure
+    assert request[0] == Step("explicit", "the client named 'internal'", True)
+    assert request[-1] == Step("refused", f"{failure.code.name}: {failure.message}", True)
+    assert failures(service, "internal", "explicit", "binary", failure.code.name) == 0
+    assert caplog.records == []
+    # the same request, not traced, is refused and counted
+    refused(decide(plain, "internal"))
+    assert failures(service, "internal", "explicit", "binary", failure.code.name) == 1
