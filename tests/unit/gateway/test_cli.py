@@ -228,3 +228,27 @@ def test_lookup_protocol_on_the_demo_cluster(capsys: pytest.CaptureFixture[str])
     assert "the protocols it advertises: grpc, kafka" in str(answer["message"])
     assert main(["lookup", "t", "--protocol", "a/b", "--metadata", DEMO]) == 2
     assert "--protocol" in capsys.readouterr().err
+
+
+def test_check_config_reports_the_issues_typos_in_one_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 44's first run: a misspelt per-listener key, a listener not declared in
+    bindAddresses, a port clash and two keys one edit from gateway keys, all at once."""
+    conf = tmp_path / "typos.conf"
+    conf.write_text(
+        "metadataStoreUrl=file:/tmp/x.json\n"
+        "advertisedListeners=internal:pulsar://10.0.0.1:6650,external:pulsar://gw:6650\n"
+        "bindAddresses=internal:pulsar://127.0.0.1:16650,ghost:pulsar://127.0.0.1:16651,"
+        "external:pulsar://127.0.0.1:16650\n"
+        "listener.external.clientCidr=10.0.0.0/8\nbindAdresses=x\nadvertisedListener=y\n"
+    )
+    assert main(["check-config", "--config", str(conf), "--no-host-checks"]) == 2
+    err = capsys.readouterr().err
+    assert "5 problem(s)" in err
+    for fragment in (
+        "did you mean 'clientCidrs'?", "did you mean 'bindAddresses'?",
+        "did you mean 'advertisedListeners'?", "listener 'ghost' is not declared",
+        "already binds (127.0.0.1:16650)",
+    ):  # fmt: skip
+        assert fragment in err
