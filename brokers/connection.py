@@ -1,6 +1,11 @@
 """BrokerConnection: one connection to one broker, for one principal sent; requests are
 pipelined and answers matched by request id. It answers the broker's PING and AUTH_CHALLENGE
-itself; a frame that does not decode closes it."""
+itself; a frame that does not decode closes it.
+
+Answers are read at the broker's pace, never at a client's: the connection is shared, and a
+client that does not read must not hold back another's answer behind its own. What the answer
+weighs is charged to the asking client's hold (serving.held_bytes) as soon as it is read; one
+its client cannot take is dropped at once (the request fails with TOO_MANY_REQUESTS)."""
 
 from __future__ import annotations
 
@@ -23,8 +28,11 @@ from pulsar_lookup_gateway.listeners.protocol.codec import (
     FeatureFlags,
     FrameDecoder,
     RemoteProtocolError,
+    decode_command,
 )
+from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
 from pulsar_lookup_gateway.lookup.untrusted import printable
+from pulsar_lookup_gateway.serving.held_bytes import Hold
 
 __all__ = ["PROTOCOL_VERSION", "BrokerConnection"]
 
@@ -52,7 +60,8 @@ class BrokerConnection(asyncio.Protocol):
         self._settings = settings
         self._decoder = FrameDecoder()
         self._transport: asyncio.Transport | None = None
-        self._pending: dict[int, asyncio.Future[BaseCommand]] = {}
+        # Requests waiting for their answer, and the hold their answer is charged to.
+        self._pending: dict[int, tuple[asyncio.Future[BaseCommand], Hold | None]] = {}
         self._ids = itertools.count(1)
         self._closed = False
         self.connected: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -82,12 +91,16 @@ class BrokerConnection(asyncio.Protocol):
             )
         )
 
-    async def request(self, build: Callable[[int], bytes], timeout: float) -> BaseCommand:
+    async def request(
+        self, build: Callable[[int], bytes], timeout: float, hold: Hold | None = None
+    ) -> BaseCommand:
+        """The broker's answer to `build(request_id)`; its bytes charged to `hold` (None: to
+        nobody) when it is read, or it is dropped and TOO_MANY_REQUESTS raised."""
         if not self.usable:
             raise unavailable("the connection to the broker is closed; retry", self.url)
         request_id = next(self._ids)
         answer: asyncio.Future[BaseCommand] = asyncio.get_running_loop().create_future()
-        self._pending[request_id] = answer
+        self._pending[request_id] = (answer, hold)
         try:
             self._write(build(request_id))
             return await asyncio.wait_for(answer, timeout)
@@ -111,10 +124,12 @@ class BrokerConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         try:
-            self._decoder.feed(data)
-            while (command := self._decoder.next_command()) is not None:
+            decoder = self._decoder
+            decoder.feed(data)
+            while (body := decoder.next_body()) is not None:
+                command = decode_command(body)
                 if isinstance(command, BaseCommand):
-                    self._received(command)
+                    self._received(command, len(body))
         except RemoteProtocolError as exc:
             log.warning("closing the connection to broker %s: %s", self.url, exc)
             self.close()
@@ -125,7 +140,8 @@ class BrokerConnection(asyncio.Protocol):
 
     # -- commands --------------------------------------------------------------------------------
 
-    def _received(self, command: BaseCommand) -> None:
+    def _received(self, command: BaseCommand, size: int) -> None:
+        """`command`, of `size` bytes, from the broker."""
         kind = command.type
         if kind == BaseCommand.CONNECTED:
             flags = command.connected.feature_flags
@@ -161,9 +177,21 @@ class BrokerConnection(asyncio.Protocol):
             if request_id == codec.NO_REQUEST and kind == BaseCommand.ERROR:
                 self.close()
                 return
-            answer = self._pending.get(request_id)
-            if answer is not None and not answer.done():
+            waiting = self._pending.get(request_id)
+            if waiting is None or waiting[0].done():
+                return
+            answer, hold = waiting
+            refused = hold.add(size) if hold is not None else None
+            if refused is None:
                 answer.set_result(command)
+            else:  # (dropped here: only the failure is kept)
+                answer.set_exception(
+                    LookupFailure(
+                        FailureKind.TOO_MANY_REQUESTS,
+                        f"the broker's answer ({size} bytes) cannot be held for this client: "
+                        f"{refused}; retry later",
+                    )
+                )
 
     def _write(self, frame: bytes) -> None:
         if self._transport is not None and not self._transport.is_closing():
@@ -176,6 +204,6 @@ class BrokerConnection(asyncio.Protocol):
         if self.connected.done() and not self.connected.cancelled():
             self.connected.exception()
         pending, self._pending = self._pending, {}
-        for answer in pending.values():
+        for answer, _ in pending.values():
             if not answer.done():
                 answer.set_exception(lost(self.url, reason))

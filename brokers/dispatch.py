@@ -14,6 +14,7 @@ from pulsar_lookup_gateway.brokers.settings import CONNECT_ATTEMPTS
 from pulsar_lookup_gateway.listeners.auth import Principal
 from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
+from pulsar_lookup_gateway.serving.held_bytes import Hold
 
 __all__ = ["Dispatcher"]
 
@@ -29,10 +30,12 @@ class Dispatcher:
         principal: Principal,
         *,
         needs_no_creation_flag: bool = False,
+        hold: Hold | None = None,
     ) -> BaseCommand:
         """`build(request_id)` sent to the next broker in turn that can take it, for the
         principal sent (brokers.identity). `needs_no_creation_flag`: only to a broker that
-        announced supports_get_partitioned_metadata_without_auto_creation."""
+        announced supports_get_partitioned_metadata_without_auto_creation. `hold`: what the
+        answer is charged to (serving.held_bytes)."""
         pool = self._pool
         attempts = 0
         last: LookupFailure | None = None
@@ -55,7 +58,7 @@ class Dispatcher:
                     "the broker cannot answer partitioned metadata without creating the topic "
                     "(supports_get_partitioned_metadata_without_auto_creation); retry later"
                 )
-            return await pool.send(url, connection, build)
+            return await pool.send(url, connection, build, hold)
         if last is not None:
             raise last
         raise LookupFailure(FailureKind.NO_BROKER, "No broker was available")

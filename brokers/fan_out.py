@@ -24,6 +24,7 @@ from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand
 from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import CommandGetTopicsOfNamespace
 from pulsar_lookup_gateway.lookup.errors import LookupFailure
+from pulsar_lookup_gateway.serving.held_bytes import Hold
 from pulsar_lookup_gateway.serving.service import LookupService
 
 __all__ = ["TopicFanOut"]
@@ -43,11 +44,15 @@ class TopicFanOut:
         self._slots = asyncio.Semaphore(max(1, pool.settings.fan_out_total))
 
     async def non_persistent_topics(
-        self, namespace: str, holders: Collection[str] | None, principal: Principal
+        self,
+        namespace: str,
+        holders: Collection[str] | None,
+        principal: Principal,
+        hold: Hold | None = None,
     ) -> TopicList | BrokerRefusal:
         """The topics the brokers `holders` (ids; None: every live broker) have loaded,
-        joined and sorted, asked for the principal sent (brokers.identity). No holder: no
-        topic, and no broker is asked."""
+        joined and sorted, asked for the principal sent (brokers.identity), each broker's
+        answer charged to `hold`. No holder: no topic, and no broker is asked."""
         addresses = self._addresses
         urls = addresses.holder_urls(await addresses.registry(), holders)
         if not urls:
@@ -61,13 +66,17 @@ class TopicFanOut:
             )
 
         with self._service.admitted():
-            listed = await self._each(urls, build, principal)
+            listed = await self._each(urls, build, principal, hold)
         if isinstance(listed, BrokerRefusal):
             return listed
         return TopicList(tuple(sorted({topic for one in listed for topic in one.topics})))
 
     async def _each(
-        self, urls: Sequence[str], build: Callable[[int], bytes], principal: Principal
+        self,
+        urls: Sequence[str],
+        build: Callable[[int], bytes],
+        principal: Principal,
+        hold: Hold | None,
     ) -> list[TopicList] | BrokerRefusal:
         """Each broker of `urls` asked `build` once, within one deadline."""
         waiting = iter(urls)
@@ -79,7 +88,7 @@ class TopicFanOut:
             for url in waiting:  # (one iterator shared by the workers: each URL asked once)
                 async with self._slots:
                     asking.add(url)
-                    listed = topics_of(await self._ask(url, build, principal))
+                    listed = topics_of(await self._ask(url, build, principal, hold))
                     asking.discard(url)
                 if isinstance(listed, BrokerRefusal):
                     refusals.append(listed)
@@ -109,7 +118,7 @@ class TopicFanOut:
         return lists
 
     async def _ask(
-        self, url: str, build: Callable[[int], bytes], principal: Principal
+        self, url: str, build: Callable[[int], bytes], principal: Principal, hold: Hold | None
     ) -> BaseCommand:
         """One fan-out request to `url`: refused at once while it is in its failure cooldown
         (or has too many requests waiting)."""
@@ -119,4 +128,4 @@ class TopicFanOut:
         if pool.full(url):
             raise too_many_waiting()
         async with pool.spare(url, principal) as connection:
-            return await pool.send(url, connection, build)
+            return await pool.send(url, connection, build, hold)

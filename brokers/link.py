@@ -21,13 +21,24 @@ do one part each:
 
 Link failures raise LookupFailure: ``BROKER_UNAVAILABLE`` (binary ServiceNotReady, HTTP 503),
 ``NO_BROKER``, ``TOO_MANY_REQUESTS``. Credentials are never logged.
+
+An answer that can be large (a schema, a topic list) is charged to the asking client's `hold`
+(serving.held_bytes: the one byte budget) the moment it is read off the broker's connection;
+the caller releases the hold once the answer is written out. An answer the client cannot
+take is dropped there (TOO_MANY_REQUESTS): the connection is read at the broker's pace, so
+one client's unread answers never hold back another's. Before asking, the hold is charged
+what the same request's answer weighed last time (brokers.answer_sizes): a client the budget
+cannot hold is refused at once, and puts no megabytes in front of the others' answers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+import inspect
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from typing import TypeVar
 
 from pulsar_lookup_gateway.brokers.addresses import BrokerAddresses
+from pulsar_lookup_gateway.brokers.answer_sizes import AnswerSizes
 from pulsar_lookup_gateway.brokers.answers import (
     BrokerLookup,
     BrokerRefusal,
@@ -50,7 +61,10 @@ from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand
 from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import CommandGetTopicsOfNamespace
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
+from pulsar_lookup_gateway.serving.held_bytes import HeldBytes, Hold
 from pulsar_lookup_gateway.serving.service import LookupService
+
+T = TypeVar("T")
 
 #: Principal and ANONYMOUS (listeners.auth) are named here too: the link's requests take them.
 __all__ = [
@@ -74,8 +88,17 @@ def required(link: BrokerLink | None) -> BrokerLink:
 class BrokerLink:
     """Connections to the cluster's brokers, shared by every server socket of a gateway."""
 
-    def __init__(self, service: LookupService, settings: LinkSettings | None = None) -> None:
+    def __init__(
+        self,
+        service: LookupService,
+        settings: LinkSettings | None = None,
+        held: HeldBytes | None = None,
+    ) -> None:
+        """`held`: the process's one byte budget, which the front ends charge the answers
+        they forward to (None: one of the link's own)."""
         self.service = service
+        self.held = held if held is not None else HeldBytes()
+        self._sizes = AnswerSizes()
         self.settings = settings or LinkSettings(internal_listener=service.internal_listener)
         self._pool = ConnectionPool(self.settings)
         self._addresses = BrokerAddresses(service.source, self.settings, self._pool.cooldown)
@@ -85,7 +108,12 @@ class BrokerLink:
     # -- what the front ends ask ---------------------------------------------------------------
 
     async def partitioned_metadata(
-        self, topic: str, *, auto_creation: bool, principal: Principal = ANONYMOUS
+        self,
+        topic: str,
+        *,
+        auto_creation: bool,
+        principal: Principal = ANONYMOUS,
+        hold: Hold | None = None,
     ) -> PartitionCount | BrokerRefusal:
         """The broker's partition count of `topic` (or its refusal)."""
 
@@ -95,7 +123,9 @@ class BrokerLink:
             )
 
         # A broker that does not honour field 6 would create the topic it was asked about.
-        answer = await self.request(build, principal, needs_no_creation_flag=not auto_creation)
+        answer = await self.request(
+            build, principal, needs_no_creation_flag=not auto_creation, hold=hold
+        )
         return partitions_of(answer)
 
     async def topics_of_namespace(
@@ -107,6 +137,7 @@ class BrokerLink:
         topics_hash: str | None = None,
         properties: Sequence[tuple[str, str]] = (),
         principal: Principal = ANONYMOUS,
+        hold: Hold | None = None,
     ) -> TopicList | BrokerRefusal:
         """The broker's topics of `namespace` in `mode` (or its refusal); `properties`: the
         client's PIP-452 context, passed on (a broker's PulsarResourcesExtended may list by
@@ -122,7 +153,8 @@ class BrokerLink:
                 properties=properties,
             )
 
-        return topics_of(await self.request(build, principal))
+        key = f"topics {mode} {namespace}"
+        return topics_of(await self._held(key, hold, self.request(build, principal, hold=hold)))
 
     async def non_persistent_topics(
         self,
@@ -130,6 +162,7 @@ class BrokerLink:
         holders: Collection[str] | None,
         *,
         principal: Principal = ANONYMOUS,
+        hold: Hold | None = None,
     ) -> TopicList | BrokerRefusal:
         """The non-persistent topics of `namespace` that the brokers `holders` (ids; None:
         every live broker) have loaded, joined and sorted: the REST topic list's
@@ -137,13 +170,25 @@ class BrokerLink:
         if self._pool.closed:
             raise link_closed()
         sent = sent_principal(self.settings, principal)
-        return await self._fan_out.non_persistent_topics(namespace, holders, sent)
+        return await self._held(
+            f"non-persistent {namespace}",
+            hold,
+            self._fan_out.non_persistent_topics(namespace, holders, sent, hold),
+        )
 
     async def schema(
-        self, topic: str, version: bytes | None = None, *, principal: Principal = ANONYMOUS
+        self,
+        topic: str,
+        version: bytes | None = None,
+        *,
+        principal: Principal = ANONYMOUS,
+        hold: Hold | None = None,
     ) -> BrokerSchema | BrokerRefusal:
         """The schema of `topic` (its latest, or `version`), or the broker's refusal."""
-        answer = await self.request(lambda rid: codec.get_schema(topic, rid, version), principal)
+        asked = self.request(
+            lambda rid: codec.get_schema(topic, rid, version), principal, hold=hold
+        )
+        answer = await self._held(f"schema {topic} {version!r}", hold, asked)
         return schema_of(answer)
 
     async def lookup(
@@ -191,14 +236,36 @@ class BrokerLink:
         principal: Principal = ANONYMOUS,
         *,
         needs_no_creation_flag: bool = False,
+        hold: Hold | None = None,
     ) -> BaseCommand:
-        """Send the command `build(request_id)` to a broker and return its answer."""
+        """Send the command `build(request_id)` to a broker and return its answer (charged to
+        `hold` when it is read)."""
         if self._pool.closed:
             raise link_closed()
         sent = sent_principal(self.settings, principal)
         return await self._dispatch.to_any(
-            build, sent, needs_no_creation_flag=needs_no_creation_flag
+            build, sent, needs_no_creation_flag=needs_no_creation_flag, hold=hold
         )
+
+    async def _held(self, key: str, hold: Hold | None, asking: Awaitable[T]) -> T:
+        """`asking` awaited with `hold` charged first what `key`'s answer weighed last time;
+        TOO_MANY_REQUESTS, and nothing asked, if that cannot be held for the client."""
+        if hold is None:
+            return await asking
+        estimate = self._sizes.get(key)
+        refused = hold.reserve(estimate) if estimate else None
+        if refused is not None:
+            if inspect.iscoroutine(asking):
+                asking.close()  # (never started: nothing was sent)
+            raise LookupFailure(
+                FailureKind.TOO_MANY_REQUESTS,
+                f"the answer (last {estimate} bytes) cannot be held for this client: {refused}; "
+                "retry later",
+            )
+        answer = await asking
+        if hold.read:
+            self._sizes.put(key, hold.read)
+        return answer
 
     async def close(self) -> None:
         self._pool.close()

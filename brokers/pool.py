@@ -21,6 +21,7 @@ from pulsar_lookup_gateway.brokers.settings import LinkSettings
 from pulsar_lookup_gateway.listeners.auth import Principal
 from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
+from pulsar_lookup_gateway.serving.held_bytes import Hold
 
 __all__ = ["ConnectionPool"]
 
@@ -87,15 +88,21 @@ class ConnectionPool:
             own.close()
 
     async def send(
-        self, url: str, connection: BrokerConnection, build: Callable[[int], bytes]
+        self,
+        url: str,
+        connection: BrokerConnection,
+        build: Callable[[int], bytes],
+        hold: Hold | None = None,
     ) -> BaseCommand:
         """The request `build` on `connection`, counted against `url`'s in-flight limit while
-        it runs; a broker that fails it is put in its cooldown."""
+        it runs, its answer charged to `hold` (BrokerConnection.request); a broker that fails
+        it is put in its cooldown (an answer its client cannot take is no broker's fault)."""
         self._in_flight[url] = self._in_flight.get(url, 0) + 1
         try:
-            return await connection.request(build, self.settings.request_timeout)
+            return await connection.request(build, self.settings.request_timeout, hold)
         except LookupFailure as failure:
-            self.cooldown.failed(url, failure)
+            if failure.kind is FailureKind.BROKER_UNAVAILABLE:
+                self.cooldown.failed(url, failure)
             raise
         finally:
             left = self._in_flight[url] - 1

@@ -90,7 +90,13 @@ class Gateway:
                 evaluate_patterns=config.enable_broker_side_subscription_pattern_evaluation,
             ),
         )
-        self.broker_link = BrokerLink(self.service, factories.link_settings(config))
+        # The one byte budget: what is held for clients (forwarded answers, unread send
+        # buffers, watch streams), bounded per client and in all.
+        self.held_bytes = HeldBytes()
+        self.held_bytes.expose(self.service.metrics)
+        self.broker_link = BrokerLink(
+            self.service, factories.link_settings(config), held=self.held_bytes
+        )
         # A lookup the metadata can only answer with a redirect within the cluster is asked of
         # a broker, for the listener the gateway chose (serving.forwarded_lookups).
         self.service.forwarded = ForwardedLookups(
@@ -98,10 +104,6 @@ class Gateway:
             lambda: self.service.source.view,
             BrokerLookupForwarder(self.broker_link),
         )
-        # The one byte budget: what is held for clients (forwarded answers, unread send
-        # buffers, watch streams), bounded per client and in all.
-        self.held_bytes = HeldBytes()
-        self.held_bytes.expose(self.service.metrics)
         self.reply_budget = ReplyBudget(self.held_bytes)
         self._metrics_refresh: asyncio.Task[None] | None = None
         self.servers: list[tuple[SocketSpec, Server]] = []

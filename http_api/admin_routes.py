@@ -1,8 +1,11 @@
 """Pulsar's admin routes the gateway answers: partitioned metadata, a namespace's topics and a
 topic's schema, from the metadata store where it can, else asked of a broker over the broker
-link (whose refusals are shown as the broker's REST answer)."""
+link (whose refusals are shown as the broker's REST answer). A schema or a broker's topic list
+is held within the one byte budget from its read until it is written (http_api.held_answers)."""
 
 from __future__ import annotations
+
+import json
 
 from aiohttp import web
 
@@ -14,7 +17,8 @@ from pulsar_lookup_gateway.http_api.errors import (
     failure_response,
     json_error,
 )
-from pulsar_lookup_gateway.http_api.schemas import schema_json, schema_refusal, version_bytes
+from pulsar_lookup_gateway.http_api.held_answers import owner_of, send_held
+from pulsar_lookup_gateway.http_api.schemas import schema_body, schema_refusal, version_bytes
 from pulsar_lookup_gateway.http_api.topic_paths import schema_topic, topic_of
 from pulsar_lookup_gateway.lookup.auto_creation import Partitions, TopicNotFound, topic_not_found
 from pulsar_lookup_gateway.lookup.errors import LookupFailure
@@ -62,7 +66,7 @@ class AdminRoutes:
             return broker_error_response(answer)
         return web.json_response({"partitions": answer.count})
 
-    async def namespace_topics(self, request: web.Request) -> web.Response:
+    async def namespace_topics(self, request: web.Request) -> web.StreamResponse:
         """`GET /admin/v2/namespaces/{tenant}/{namespace}/topics?mode=&includeSystemTopic=`, as
         Namespaces.getTopics: 404 for a missing namespace in every mode; the persistent topics
         (PERSISTENT, ALL) from the metadata store; the non-persistent ones (NON_PERSISTENT,
@@ -89,16 +93,26 @@ class AdminRoutes:
             )
             if not brokers:
                 return web.json_response(list(read.persistent))
-            answer = await self._link().non_persistent_topics(
-                str(read.namespace), read.holders, principal=principal(request, role)
-            )
+            link = self._link()
         except LookupFailure as failure:
             return failure_response(failure)
-        if isinstance(answer, BrokerRefusal):
-            return broker_error_response(answer)
-        return web.json_response([*read.persistent, *answer.topics])
+        hold = link.held.hold(owner_of(request))
+        try:
+            try:
+                answer = await link.non_persistent_topics(
+                    str(read.namespace), read.holders, principal=principal(request, role), hold=hold
+                )
+            except LookupFailure as failure:
+                return failure_response(failure)
+            if isinstance(answer, BrokerRefusal):
+                return broker_error_response(answer)
+            body = json.dumps([*read.persistent, *answer.topics]).encode()
+            del answer
+            return await send_held(request, hold, body)
+        finally:
+            hold.release()
 
-    async def schema(self, request: web.Request) -> web.Response:
+    async def schema(self, request: web.Request) -> web.StreamResponse:
         """`GET /admin/v2/schemas/{tenant}/{namespace}/{topic}/schema[/{version}]`, asked of
         a broker over the binary protocol and shown as the broker's REST answer."""
         try:
@@ -113,9 +127,21 @@ class AdminRoutes:
             topic = schema_topic(request)
             if role is not None:
                 await self.service.authorize(topic, role)
-            answer = await self._link().schema(topic.full, raw, principal=principal(request, role))
+            link = self._link()
         except LookupFailure as failure:
             return failure_response(failure)
-        if isinstance(answer, BrokerRefusal):
-            return broker_error_response(schema_refusal(answer))
-        return web.json_response(schema_json(answer))
+        hold = link.held.hold(owner_of(request))
+        try:
+            try:
+                answer = await link.schema(
+                    topic.full, raw, principal=principal(request, role), hold=hold
+                )
+            except LookupFailure as failure:
+                return failure_response(failure)
+            if isinstance(answer, BrokerRefusal):
+                return broker_error_response(schema_refusal(answer))
+            body = schema_body(answer)
+            del answer  # (only the body is held from here)
+            return await send_held(request, hold, body)
+        finally:
+            hold.release()

@@ -22,11 +22,15 @@ from typing import Any
 from pulsar_lookup_gateway.brokers.answers import BrokerRefusal, BrokerSchema
 from pulsar_lookup_gateway.lookup.errors import ServerError
 
-__all__ = ["SCHEMA_NOT_FOUND", "schema_json", "schema_refusal", "version_bytes"]
+__all__ = ["SCHEMA_NOT_FOUND", "schema_body", "schema_json", "schema_refusal", "version_bytes"]
 
 #: SchemasResourceBase.convertToSchemaResponse: a null SchemaAndMetadata is RestException 404.
 SCHEMA_NOT_FOUND = "Schema not found"
 
+#: ASCII bytes json.dumps escapes as \uXXXX or \b, \f (rare in a schema: json.dumps is asked).
+_RARE = bytes([*range(0x20), 0x7F]).translate(None, b"\n\r\t")
+#: The others and their escapes (the backslash first).
+_ESCAPES = ((b"\\", b"\\\\"), (b'"', b'\\"'), (b"\n", b"\\n"), (b"\r", b"\\r"), (b"\t", b"\\t"))
 _LONG = struct.Struct(">q")
 _INT = struct.Struct(">i")
 
@@ -53,6 +57,33 @@ def schema_json(schema: BrokerSchema) -> dict[str, Any]:
         "data": data,
         "properties": dict(schema.properties),
     }
+
+
+def schema_body(schema: BrokerSchema) -> bytes:
+    """`json.dumps(schema_json(schema))`, encoded, with the data written in one pass where it
+    is ASCII (the usual JSON definition or text): a 5 MB schema costs a few milliseconds
+    instead of ~50 (a body is made for every forwarded answer a client may hold)."""
+    data = None if schema.type_name == "KEY_VALUE" else _json_string(schema.data)
+    if data is None:
+        return json.dumps(schema_json(schema)).encode()
+    head = json.dumps(
+        {"version": _version(schema.version), "type": schema.type_name, "timestamp": 0}
+    )
+    tail = json.dumps(dict(schema.properties))
+    return b"".join(
+        (head[:-1].encode(), b', "data": ', data, b', "properties": ', tail.encode(), b"}")
+    )
+
+
+def _json_string(data: bytes) -> bytes | None:
+    """`data` as json.dumps writes it as a string, for ASCII with no control character but
+    newline, return and tab (None otherwise: json.dumps is asked)."""
+    if not data.isascii() or len(data.translate(None, _RARE)) != len(data):
+        return None
+    for raw, escaped in _ESCAPES:
+        if raw in data:
+            data = data.replace(raw, escaped)
+    return b'"' + data + b'"'
 
 
 def schema_refusal(refusal: BrokerRefusal) -> BrokerRefusal:

@@ -29,7 +29,8 @@ API (used from the event loop's thread only)::
     budget.expose(metrics)             # gauges and the refusal counter on /metrics
 
     hold = budget.hold(owner)          # one thing held for owner (a forwarded answer):
-    reason = hold.add(n)               #   more bytes of it (None, or why not: nothing added)
+    reason = hold.reserve(n)           #   n bytes charged ahead (an estimate), taken by add
+    reason = hold.add(n)               #   n bytes of it read (None, or why not: nothing added)
     reason = hold.keep(n)              #   it is now n bytes (a body made from what it was)
     hold.release()                     #   written out or dropped: all given back (idempotent)
 
@@ -184,31 +185,51 @@ class HeldBytes:
 
 class Hold:
     """The bytes of one thing held for one owner (a forwarded answer from the moment its
-    bytes are read until it is written out), charged to the budget and given back at once."""
+    bytes are read until it is written out), charged to the budget and given back at once.
+    `read`: the bytes added so far (what the thing weighed)."""
 
-    __slots__ = ("budget", "owner", "size")
+    __slots__ = ("budget", "owner", "read", "reserved", "size")
 
     def __init__(self, budget: HeldBytes, owner: object) -> None:
         self.budget = budget
         self.owner = owner
-        self.size = 0
+        self.size = 0  # charged now
+        self.reserved = 0  # of which charged ahead of bytes not read yet
+        self.read = 0
+
+    def reserve(self, size: int) -> str | None:
+        """Charge `size` bytes ahead of reading them (what such an answer weighed last
+        time): refused, nothing is asked of anyone. `add` takes from the reservation first."""
+        refused = self.budget.charge(self.owner, size)
+        if refused is None and size > 0:
+            self.size += size
+            self.reserved += size
+        return refused
 
     def add(self, size: int) -> str | None:
-        """`size` more bytes: None when charged, else why not (the hold keeps what it had)."""
-        refused = self.budget.charge(self.owner, size)
+        """`size` more bytes read: None when charged, else why not (the hold keeps what it
+        had)."""
+        covered = min(self.reserved, max(size, 0))
+        refused = self.budget.charge(self.owner, size - covered)
         if refused is None:
-            self.size += max(size, 0)
+            self.reserved -= covered
+            self.size += max(size - covered, 0)
+            self.read += max(size, 0)
         return refused
 
     def keep(self, size: int) -> str | None:
         """The thing is now `size` bytes (say, a body made from an answer that is dropped):
         the difference charged or given back; refused, the hold keeps what it had."""
+        self.reserved = 0
         if size > self.size:
-            return self.add(size - self.size)
+            refused = self.budget.charge(self.owner, size - self.size)
+            if refused is None:
+                self.size = size
+            return refused
         self.budget.release(self.owner, self.size - size)
         self.size = size
         return None
 
     def release(self) -> None:
         self.budget.release(self.owner, self.size)
-        self.size = 0
+        self.size = self.reserved = 0

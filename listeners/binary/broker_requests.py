@@ -96,6 +96,7 @@ class PartitionedMetadata(_BrokerBacked):
                 name.full,
                 auto_creation=decision.auto_creation,
                 principal=session.principal,
+                owner=session,
             )
 
 
@@ -127,6 +128,7 @@ class TopicsOfNamespace(_BrokerBacked):
                     topics_hash=client_hash,
                     properties=[(item.key, item.value) for item in body.properties],
                     principal=session.principal,
+                    owner=session,
                 )
         listing = await self._service.namespaces.topics_of_namespace(
             body.namespace, pattern=pattern, client_hash=client_hash, role=session.role
@@ -154,5 +156,5 @@ class Schemas(_BrokerBacked):
         version = body.schema_version if body.HasField("schema_version") else None
         with _waiting_on_broker(session):
             return await self._broker().schema(
-                body.request_id, topic.full, version, principal=session.principal
+                body.request_id, topic.full, version, principal=session.principal, owner=session
             )

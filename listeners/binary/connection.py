@@ -201,7 +201,7 @@ class Connection(asyncio.Protocol):
         if self._handshake_timer is not None:
             self._handshake_timer.cancel()
         self.runner.cancel()
-        self._budget.gone(self)
+        self._budget.gone(self.session)
         self._server.forget(self)
         if not self.lost.done():
             self.lost.set_result(None)
@@ -209,13 +209,13 @@ class Connection(asyncio.Protocol):
     def pause_writing(self) -> None:
         # The client does not read its answers: stop reading its questions until it does.
         self._flow.write_paused = True
-        self._budget.bytes.stalled(self, self._closed_to_make_room)
+        self._budget.bytes.stalled(self.session, self._closed_to_make_room)
         self._update_reading()
 
     def resume_writing(self) -> None:
         self._flow.write_paused = False
-        self._budget.bytes.reading(self)
-        self._budget.drained(self)
+        self._budget.bytes.reading(self.session)
+        self._budget.drained(self.session)
         self._update_reading()
 
     def _closed_to_make_room(self, reason: str) -> None:
@@ -328,7 +328,8 @@ class Connection(asyncio.Protocol):
         if not frames or transport is None or transport.is_closing():
             return
         data = frames[0] if len(frames) == 1 else b"".join(frames)
-        refused = self._budget.refusal(self, transport.get_write_buffer_size() + len(data))
+        # (charged to the session: its forwarded answers in flight are, too)
+        refused = self._budget.refusal(self.session, transport.get_write_buffer_size() + len(data))
         if refused is not None:
             self._server.count_refused("reply-budget")
             _BUDGET_LOG.event("closing connection from %s: %s", self.peer, refused)

@@ -17,7 +17,9 @@ from pulsar_lookup_gateway.serving.metrics import LookupTally
 Memo = dict[bytes, tuple[AnswerTemplate, tuple[LookupTally, bool], Place]]
 
 
-@dataclass(slots=True)
+# eq=False: a session is one connection's, hashed by identity (its bytes are charged to it in
+# the one byte budget, serving.held_bytes).
+@dataclass(slots=True, eq=False)
 class Session:
     origin: ClientOrigin
     route: Route  # where a request naming no listener goes on this connection

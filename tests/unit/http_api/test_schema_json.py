@@ -8,7 +8,7 @@ import struct
 import pytest
 
 from pulsar_lookup_gateway.brokers.answers import BrokerSchema, schema_of
-from pulsar_lookup_gateway.http_api.schemas import schema_json, version_bytes
+from pulsar_lookup_gateway.http_api.schemas import schema_body, schema_json, version_bytes
 from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand, Schema
 
@@ -56,3 +56,27 @@ def test_version_bytes(text: str, raw: bytes) -> None:
 def test_bad_versions(text: str) -> None:
     with pytest.raises(ValueError):
         version_bytes(text)
+
+
+@pytest.mark.parametrize(
+    ("data", "kind"),
+    [
+        (b"x" * 100_000, Schema.STRING),  # plain ASCII: written as it is
+        (AVRO.encode(), Schema.AVRO),  # quotes
+        (b'{\n\t"doc": "a \\\\ b\\r"\n}', Schema.JSON),  # newline, tab, return, backslash
+        (b"\x01\x7f\x0c\x08 rare controls", Schema.PROTOBUF),  # json.dumps asked
+        ("caf\u00e9 \u2603".encode(), Schema.STRING),  # not ASCII: json.dumps asked
+        (b"\xff\xfe not UTF-8", Schema.PROTOBUF),
+        (b"", Schema.NONE),
+    ],
+)
+def test_the_body_is_the_json_of_the_answer_byte_for_byte(data: bytes, kind: int) -> None:
+    schema = answer(codec.schema("t/n/x", kind, data, {"k": 'v"'}), 9)  # type: ignore[arg-type]
+    assert schema_body(schema) == json.dumps(schema_json(schema)).encode()
+
+
+def test_a_key_value_body_is_the_json_of_the_answer() -> None:
+    key = AVRO.encode()
+    data = len(key).to_bytes(4, "big") + key + (-1).to_bytes(4, "big", signed=True)
+    schema = answer(codec.schema("t/n/x", Schema.KEY_VALUE, data, {}))
+    assert schema_body(schema) == json.dumps(schema_json(schema)).encode()

@@ -96,3 +96,19 @@ def test_a_hold_charges_its_owner_and_gives_everything_back_at_once() -> None:
     hold.release()
     hold.release()
     assert budget.held == 0 and hold.size == 0
+
+
+def test_a_reservation_is_charged_ahead_and_taken_by_what_is_read() -> None:
+    budget = HeldBytes(total=100 * KIB, per_owner=40 * KIB)
+    hold = budget.hold("a")
+    assert hold.reserve(30 * KIB) is None
+    assert hold.reserve(20 * KIB) is not None  # the owner's bound: nothing reserved
+    assert budget.held == 30 * KIB
+    assert hold.add(20 * KIB) is None  # within the reservation: nothing more charged
+    assert budget.held == 30 * KIB and hold.reserved == 10 * KIB
+    assert hold.add(15 * KIB) is None  # 10 KiB of the reservation, 5 more charged
+    assert budget.held == 35 * KIB and hold.read == 35 * KIB and hold.reserved == 0
+    assert hold.add(10 * KIB) is not None
+    assert hold.read == 35 * KIB
+    hold.release()
+    assert budget.held == 0
