@@ -2,9 +2,10 @@
 `/metrics`, the listener table, the OpenAPI document, and the answer to a path or method no
 route has.
 
-On a socket whose listener requires authentication, the listener table and `/metrics`
-(`authenticateMetricsEndpoint`, default true) are for `superUserRoles` only (403 for other
-roles), a path or method no route has is 401 before it is 404 or 405 (as Pulsar's web service
+On a socket whose listener requires authentication, the listener table is for
+`superUserRoles` only (403 for other roles), `/metrics` (`authenticateMetricsEndpoint`, default
+true) for any authenticated role (as Pulsar's proxy: Prometheus gets a role with no rights), a
+path or method no route has is 401 before it is 404 or 405 (as Pulsar's web service
 authenticates before routing), and `/ready` gives strangers a generic reason (the metadata
 store's address and chroot stay in the log)."""
 
@@ -53,8 +54,8 @@ class OperationsRoutes:
         )
 
     async def metrics(self, request: web.Request) -> web.Response:
-        if self.authenticate_metrics and (refused := self.callers.super_user(request, "/metrics")):
-            return refused
+        if self.authenticate_metrics and (refused := self.callers.authenticated(request)):
+            return refused  # (any role: the series name no client and hold no secret)
         metrics = self.service.metrics
         if metrics.multiprocess:  # run --workers N: every worker's samples, from their files
             metrics.refresh()  # this worker's gauges as of now (the others': their last second)

@@ -39,11 +39,11 @@ class AccessKeys(KeyGroup):
     token_audience: OptionalText = None
     """When set, a token must name this audience in its `tokenAudienceClaim` claim."""
     super_user_roles: CommaList = ()
-    """Roles that may look up any topic, and read the listener table and `/metrics` on a socket
-    that requires authentication."""
+    """Roles that may look up any topic, and read the listener table on a socket that requires
+    authentication."""
     authenticate_metrics_endpoint: bool = True
-    """On a socket that requires authentication, `/metrics` is for `superUserRoles` (401
-    without credentials, 403 for other roles); false: open to anyone."""
+    """On a socket that requires authentication, `/metrics` is for any authenticated role, as
+    Pulsar's proxy has it (401 without credentials); false: open to anyone."""
     anonymous_user_role: OptionalText = None
     """The role requests forwarded to a broker (schemas, non-persistent topic lists,
     partitioned creation) are made for when their client proved none; unset: such requests are

@@ -189,8 +189,10 @@ async def send(
 async def test_operations_routes_authenticate_before_routing(tmp_path: Path) -> None:
     """Security: on a socket that requires authentication, a stranger learns nothing of which
     operations paths and methods exist (was: 404 for an unknown /admin/v2/gateway/ path, 405
-    for a known path with another method, before asking for credentials), and /metrics is
-    for super-users (was: any role); with authenticateMetricsEndpoint=false it is open."""
+    for a known path with another method, before asking for credentials); /metrics is for any
+    authenticated role, as Pulsar's proxy has it (issue 41: it was for super-users, and
+    Prometheus needed a super-user token), the listener table for super-users; with
+    authenticateMetricsEndpoint=false /metrics is open."""
     gateway_paths = (
         ("GET", "/admin/v2/gateway/nope"),
         ("GET", "/admin/v2/gateway/"),
@@ -211,7 +213,11 @@ async def test_operations_routes_authenticate_before_routing(tmp_path: Path) -> 
             assert await send(external, method, path, bearer(ROOT)) in (400, 404, 405)
             assert await send(internal, method, path) in (400, 404, 405)
         assert await send(external, "GET", "/metrics") == 401
-        assert await send(external, "GET", "/metrics", bearer(STRANGER)) == 403
+        assert await send(external, "GET", "/metrics", bearer(STRANGER)) == 200
+        assert await send(external, "GET", "/metrics", {"Authorization": "Bearer nope"}) == 401
+        listeners = "/admin/v2/gateway/listeners"
+        assert await send(external, "GET", listeners, bearer(STRANGER)) == 403
+        assert await send(external, "GET", listeners, bearer(ROOT)) == 200
         assert await send(external, "GET", "/metrics", bearer(ROOT)) == 200
         assert await send(internal, "GET", "/metrics") == 200  # nobody authenticates there
         assert await send(external, "GET", "/health") == 200  # the probes stay open
