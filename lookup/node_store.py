@@ -13,7 +13,7 @@ no read or watch of its own. lookup.view.ClusterView reads the typed nodes resol
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, Self, TypeVar, cast
 
 from pulsar_lookup_gateway.lookup.errors import MalformedNode, NodeNotLoaded
@@ -258,6 +258,18 @@ class NodeStore:
                 return []
             raise NodeNotLoaded(path + "/")
         return sorted(names)
+
+    def child_names(self, path: str) -> Collection[str]:
+        """The names `children` sorts, as the view holds them (unsorted; not to be changed):
+        a list written again is a new object, so a caller may keep what it made of one until
+        it is not the view's any more (a complete view adds and drops names in place: its
+        length changes then)."""
+        names = self._children.get(path)
+        if names is None:
+            if self.complete:
+                return ()
+            raise NodeNotLoaded(path + "/")
+        return names
 
     def lists_children_of(self, path: str) -> bool:
         return path in self._children

@@ -37,16 +37,22 @@ listing's ``refused`` says why) when
 - its RE2 program is over ``MAX_PROGRAM_SIZE`` instructions (512), or compiling it needs more
   than ``RE2_MAX_MEM`` bytes (RE2 refuses it then). RE2 is linear in the name, but when its DFA
   cannot keep its states (``.*a.{20}`` on varied names) a byte costs up to ~3 ns per
-  instruction: the bound keeps the longest name (4 KiB) to ~6 ms;
-- filtering one listing, and hashing what it keeps, takes more than ``pattern_budget`` seconds
-  of the thread's CPU time (5 ms; the clock is read about every KiB of names). The refusal is
-  kept until the namespace's list changes, so a repeated request costs nothing. Even a plain
-  pattern costs ~1.5 us a topic (and the hash ~65 ns a byte of what it keeps, unless it keeps
-  every topic): a namespace of more than 2,000-4,000 topics is answered unfiltered.
+  instruction: the bound keeps the longest name (4 KiB) to ~6 ms.
 
-Otherwise the cost of a listing is linear in the bytes of its names (partitions of one topic,
-adjacent in the sorted list, are matched once). No pattern holds the event loop longer than its
-compile (under 2 ms, once while the pattern is kept), the budget and one name.
+Any list is filtered, whatever the namespace's size, as the broker filters it: a listing is
+made in steps (``TopicLister.begin``, ``ListingWork.step``) of ``pattern_budget`` seconds of the
+thread's CPU time (2 ms; the clock is read about every KiB of names), and the caller gives the
+event loop's other sockets a turn between steps (serving.namespace_queries). The first list of
+a namespace (each name parsed, the list sorted and hashed) is made in steps too: names parsed
+a run at a time, each run sorted, the runs merged. All listings together take at most
+``SHARE`` of the clock (a quarter of a core): past it a step waits (``TopicLister.pause``), so
+thousands of distinct patterns are answered slower, never unfiltered, and never at the other
+sockets' expense. What a listing made is kept per namespace (the list and its hash) and per
+(namespace, pattern) until the namespace's list changes.
+
+The cost of a listing is linear in the bytes of its names (partitions of one topic, adjacent in
+the sorted list, are matched once). No pattern holds the event loop longer than its compile
+(under 2 ms, once while the pattern is kept) and one step.
 
 Pure: reads the ClusterView only (NodeNotLoaded when it lacks the children list).
 """
@@ -54,9 +60,10 @@ Pure: reads the ClusterView only (NodeNotLoaded when it lacks the children list)
 from __future__ import annotations
 
 import functools
+import heapq
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Generator, Hashable, Iterable, Sized
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 from urllib.parse import unquote_plus
@@ -76,6 +83,7 @@ __all__ = [
     "MANAGED_LEDGERS_ROOT",
     "MAX_PROGRAM_SIZE",
     "RE2_MAX_MEM",
+    "ListingWork",
     "PatternInvalid",
     "PatternRefused",
     "TopicLister",
@@ -88,6 +96,7 @@ __all__ = [
     "persistent_topics",
     "persistent_topics_path",
     "topics_hash",
+    "topics_in_steps",
 ]
 
 MANAGED_LEDGERS_ROOT = "/managed-ledgers"
@@ -103,12 +112,14 @@ MAX_PROGRAM_SIZE = 512
 #: compile (~1 ms for the largest program it allows) and the cache below: the 256 patterns kept
 #: here and the 128 google-re2 keeps itself.
 RE2_MAX_MEM = 256 * 1024
-#: CPU seconds the filtering of one listing may take before it is answered unfiltered.
-DEFAULT_PATTERN_BUDGET = 0.005
-#: Budgets of filtering per second for all listings together (see TopicLister).
-SHARED_BUDGETS = 10
-#: Bytes of names matched or hashed between two readings of the clock (a reading costs ~0.5 us).
+#: CPU seconds of one step of a listing (the event loop's other sockets go between steps).
+DEFAULT_PATTERN_BUDGET = 0.002
+#: Share of the clock all listings together may take (see TopicLister.pause).
+SHARE = 0.25
+#: Units of work (bytes matched or hashed) between two readings of the clock (~0.5 us each).
 _CLOCK_EVERY = 1024
+#: Names parsed and sorted as one run before the runs are merged.
+_RUN = 512
 
 _EVENT_TOPICS = frozenset(
     {
@@ -170,6 +181,38 @@ def persistent_topics(
         if system or not is_system_topic(topic):
             topics.append(topic.full)
     topics.sort()
+    return topics
+
+
+def topics_in_steps(
+    names: Iterable[str], namespace: NamespaceName, system: bool, over: Callable[[int], bool]
+) -> Generator[None, None, list[str]]:
+    """persistent_topics() of the children `names`, yielding whenever `over(cost)` says a
+    step's time is up: names parsed a run at a time, each run sorted, the runs merged (no
+    step sorts or parses the whole list)."""
+    prefix = f"persistent://{namespace}/"
+    runs: list[list[str]] = []
+    run: list[str] = []
+    for encoded in tuple(names):
+        try:
+            topic = TopicName.parse(prefix + unquote_plus(encoded))
+        except InvalidTopicName:
+            topic = None  # not a name a client could use (a decoded '/', a dot segment)
+        if topic is not None and (system or not is_system_topic(topic)):
+            run.append(topic.full)
+        if len(run) >= _RUN:
+            run.sort()
+            runs.append(run)
+            run = []
+        if over(16):
+            yield
+    run.sort()
+    runs.append(run)
+    topics: list[str] = []
+    for name in heapq.merge(*runs):
+        topics.append(name)
+        if over(16):
+            yield
     return topics
 
 
@@ -487,18 +530,71 @@ class TopicListing:
 
 @dataclass(frozen=True, slots=True)
 class _Listed:
-    names: tuple[str, ...]  # the children list it was built from
+    names: object  # the children list (the view's set) it was built from
     topics: tuple[str, ...]
     topics_hash: str
-    refused: str | None = None  # a filtering over budget: `topics` are the whole list
+    size: int = 0  # how many names that list held when this was built
+
+
+class _Slice:
+    """The clock of one step of a listing: `over(cost)` reads it once `_CLOCK_EVERY` units of
+    work (bytes matched or hashed, 16 a name parsed or merged) were done since the last
+    reading, and says whether the step's time is up."""
+
+    __slots__ = ("clock", "deadline", "spent_from", "unclocked")
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.clock = clock
+        self.deadline = 0.0
+        self.spent_from = 0.0
+        self.unclocked = 0
+
+    def over(self, cost: int) -> bool:
+        self.unclocked += cost
+        if self.unclocked < _CLOCK_EVERY:
+            return False
+        self.unclocked = 0
+        return self.clock() > self.deadline
+
+
+_Steps = Generator[None, None, TopicListing]
+
+
+class ListingWork:
+    """One listing, made in steps of at most about `seconds` of the lister's clock each (one
+    name past it): `step()` is None until the listing is made. The caller gives the rest of
+    its work (the event loop's other sockets) a turn between steps, so that a namespace of
+    any size is listed and filtered without holding the loop more than a step."""
+
+    def __init__(self, lister: TopicLister, steps: _Steps | TopicListing) -> None:
+        self._lister = lister
+        self._steps = steps
+        self._slice = lister._slice
+
+    def step(self, seconds: float) -> TopicListing | None:
+        steps = self._steps
+        if isinstance(steps, TopicListing):
+            return steps
+        clock = self._slice.clock
+        started = clock()
+        self._slice.deadline = started + seconds
+        self._slice.unclocked = 0
+        try:
+            next(steps)
+        except StopIteration as done:
+            self._steps = done.value
+        finally:
+            self._lister._spend(clock() - started)
+        return self._steps if isinstance(self._steps, TopicListing) else None
 
 
 class TopicLister:
     """Answers topic listings from a view, keeping the last list (and its hash) per namespace
-    and per pattern: a list is rebuilt only when its children list changed. Bounded: at most
-    `max_entries` namespaces and as many (namespace, pattern) pairs. A pattern's filtering may
-    take `pattern_budget` seconds of `clock` (the thread's CPU time), then the list is answered
-    unfiltered."""
+    and per pattern: a list is rebuilt, and a pattern matched again, only when the namespace's
+    children list changed. Bounded: at most `max_entries` namespaces and as many (namespace,
+    pattern) pairs. Any list is filtered, whatever its size, in steps (`begin`, ListingWork)
+    of `pattern_budget` seconds of `clock` (the thread's CPU time); all listings together
+    take at most SHARE of that clock (`pause()` says how long to wait for it)."""
 
     def __init__(
         self,
@@ -513,14 +609,14 @@ class TopicLister:
         self.pattern_max_length = pattern_max_length
         self.evaluate_patterns = evaluate_patterns
         self.max_entries = max_entries
-        self.pattern_budget = pattern_budget
+        self.pattern_budget = pattern_budget  # one step's seconds
         self.clock = clock
-        # All listings together may filter for SHARED_BUDGETS budgets a second (50 ms with
-        # the default: 5 % of a core): a read of thousands of distinct patterns would
-        # otherwise hold the loop for seconds, 5 ms at a time. Refilled by `wall`.
-        self.shared_budget = SHARED_BUDGETS * pattern_budget
+        self._slice = _Slice(clock)
         self._wall = wall
-        self._allowance = self.shared_budget
+        # Seconds of listing work all listings may still take now (refilled at SHARE of a
+        # second each second, up to one second's share): a read of thousands of distinct
+        # patterns waits for its turn instead of taking the loop from every other socket.
+        self._allowance = SHARE
         self._refilled = wall()
         self._lists: OrderedDict[tuple[NamespaceName, bool], _Listed] = OrderedDict()
         self._filtered: OrderedDict[tuple[NamespaceName, str], _Listed] = OrderedDict()
@@ -534,121 +630,136 @@ class TopicLister:
         *,
         system: bool = False,
     ) -> TopicListing:
-        """The persistent topics of `namespace` as the broker answers them (system topics
-        too with `system`: the REST list's includeSystemTopic, kept apart). A namespace that
-        does not exist lists no topics (as the broker's metadata store answers an absent
-        parent), and its managed-ledger path is never read. A pattern the broker's filtering
-        fails on raises LookupFailure INVALID_PATTERN (binary MetadataError)."""
-        if view.policies(namespace) is None:
-            listed = _Listed((), (), topics_hash(()))
-        else:
-            listed = self._list(view, namespace, system)
+        """`begin` and every step at once (for callers that may hold their thread)."""
+        work = self.begin(view, namespace, pattern, client_hash, system=system)
+        while True:
+            done = work.step(float("inf"))
+            if done is not None:
+                return done
+
+    def begin(
+        self,
+        view: ClusterView,
+        namespace: NamespaceName,
+        pattern: str | None = None,
+        client_hash: str | None = None,
+        *,
+        system: bool = False,
+    ) -> ListingWork:
+        """The listing of the persistent topics of `namespace` as the broker answers them
+        (system topics too with `system`: the REST list's includeSystemTopic, kept apart), to
+        be made in steps. A namespace that does not exist lists no topics (as the broker's
+        metadata store answers an absent parent), and its managed-ledger path is never read.
+        A pattern the broker's filtering fails on raises LookupFailure INVALID_PATTERN (binary
+        MetadataError). Reads the view now (NodeNotLoaded), never after."""
+        names: object = ()
+        if view.policies(namespace) is not None:
+            names = view.child_names(persistent_topics_path(namespace))
         refused: str | None = None
+        compiled: TopicsPattern | None = None
         if pattern is not None:
-            compiled = (
+            found = (
                 compile_topics_pattern(pattern, self.pattern_max_length)
                 if self.evaluate_patterns
                 else PatternRefused("broker-side pattern evaluation is off")
             )
-            if isinstance(compiled, PatternInvalid):
-                raise LookupFailure(FailureKind.INVALID_PATTERN, compiled.message)
-            if isinstance(compiled, PatternRefused):
-                refused = compiled.reason
-            elif compiled.match_all:
-                pass  # TopicsPatternFactory.matchAll: the whole list, filtered
-            else:
-                listed = self._filter(namespace, pattern, compiled, listed)
-                refused = listed.refused
+            if isinstance(found, PatternInvalid):
+                raise LookupFailure(FailureKind.INVALID_PATTERN, found.message)
+            if isinstance(found, PatternRefused):
+                refused = found.reason
+            elif not found.match_all:  # (matchAll: the whole list, filtered)
+                compiled = found
+        steps = self._steps(namespace, system, names, pattern, compiled, refused, client_hash)
+        return ListingWork(self, steps)
+
+    def pause(self) -> float:
+        """Seconds to wait before the next step of any listing (0: go on)."""
+        now = self._wall()
+        refill = (now - self._refilled) * SHARE
+        self._allowance = min(SHARE, self._allowance + refill)
+        self._refilled = now
+        return 0.0 if self._allowance > 0 else -self._allowance / SHARE
+
+    def _spend(self, seconds: float) -> None:
+        self._allowance -= seconds
+
+    def _steps(
+        self,
+        namespace: NamespaceName,
+        system: bool,
+        names: object,
+        pattern: str | None,
+        compiled: TopicsPattern | None,
+        refused: str | None,
+        client_hash: str | None,
+    ) -> _Steps:
+        listed = yield from self._list(namespace, system, names)
+        if compiled is not None and pattern is not None:
+            listed = yield from self._filter(namespace, pattern, compiled, listed)
         filtered = pattern is not None and refused is None
         if client_hash is not None and client_hash == listed.topics_hash:
             return TopicListing((), filtered, listed.topics_hash, False, refused)
         return TopicListing(listed.topics, filtered, listed.topics_hash, True, refused)
 
-    def _list(self, view: ClusterView, namespace: NamespaceName, system: bool) -> _Listed:
-        names = tuple(view.children(persistent_topics_path(namespace)))
+    def _list(
+        self, namespace: NamespaceName, system: bool, names: object
+    ) -> Generator[None, None, _Listed]:
         key = (namespace, system)
+        size = len(names) if isinstance(names, Sized) else 0
         cached = self._lists.get(key)
-        if cached is not None and cached.names == names:
+        if cached is not None and cached.names is names and cached.size == size:
             self._lists.move_to_end(key)
             return cached
-        topics = tuple(persistent_topics(view, namespace, system=system))
-        listed = _Listed(names, topics, topics_hash(topics))
+        if not size:
+            return _Listed(names, (), topics_hash(()), 0)
+        assert isinstance(names, Iterable)
+        topics = yield from topics_in_steps(names, namespace, system, self._slice.over)
+        hashed = yield from self._hash(topics)
+        listed = _Listed(names, tuple(topics), hashed, size)
         _remember(self._lists, key, listed, self.max_entries)
         return listed
 
     def _filter(
         self, namespace: NamespaceName, pattern: str, compiled: TopicsPattern, listed: _Listed
-    ) -> _Listed:
-        """The topics `compiled` matches, kept until the list changes; over the budget, the
-        whole list with the reason (kept as long)."""
+    ) -> Generator[None, None, _Listed]:
+        """The topics `compiled` matches, kept until the list changes. Linear in the names'
+        bytes: RE2 reads each byte a bounded number of times, a run of one topic's partitions
+        is matched once, and the hash is the whole list's when every topic matches."""
         key = (namespace, pattern)
         cached = self._filtered.get(key)
         if cached is not None and cached.names is listed.topics:
             self._filtered.move_to_end(key)
             return cached
-        allowance = self._available()
-        if allowance <= 0:  # (not remembered: the next request may find time again)
-            reason = "the time the gateway gives to filtering is spent for now"
-            return _Listed(listed.topics, listed.topics, listed.topics_hash, reason)
-        result, spent = self._matching(compiled, listed, min(self.pattern_budget, allowance))
-        self._allowance -= spent
-        if result is None:
-            reason = f"filtering took over {self.pattern_budget * 1000:g} ms of CPU time"
-            result = _Listed(listed.topics, listed.topics, listed.topics_hash, reason)
-        _remember(self._filtered, key, result, self.max_entries)
-        return result
-
-    def _available(self) -> float:
-        """Seconds of filtering left to all listings now (refilled at shared_budget a second)."""
-        now = self._wall()
-        refill = (now - self._refilled) * self.shared_budget
-        self._allowance = min(self.shared_budget, self._allowance + refill)
-        self._refilled = now
-        return self._allowance
-
-    def _matching(
-        self, compiled: TopicsPattern, listed: _Listed, budget: float
-    ) -> tuple[_Listed | None, float]:
-        """The topics (sorted) whose names `compiled` matches, and their hash; None once that
-        has taken more than the budget. Linear in the names' bytes: RE2 reads each byte a
-        bounded number of times, a run of one topic's partitions is matched once, the hash
-        (pure Python, ~65 ns a byte) is the whole list's when every topic matches, and the
-        clock is read whenever `_CLOCK_EVERY` bytes were matched or hashed since the last
-        reading."""
-        clock = self.clock
-        started = last = clock()
-        deadline = started + budget
-        unclocked = 0
-
-        def over_budget() -> bool:
-            nonlocal unclocked, last
-            unclocked = 0
-            last = clock()
-            return last > deadline
-
+        over = self._slice.over
         kept: list[str] = []
         last_key: bytes | None = None
         last_matched = False
         for topic in listed.topics:
-            if unclocked >= _CLOCK_EVERY and over_budget():
-                return None, last - started
-            key = _match_key(topic)
-            if key != last_key:
-                last_key, last_matched = key, compiled.fullmatch_utf8(key)
-                unclocked += len(key)
+            key_bytes = _match_key(topic)
+            if key_bytes != last_key:
+                last_key, last_matched = key_bytes, compiled.fullmatch_utf8(key_bytes)
+                if over(len(key_bytes)):
+                    yield
             if last_matched:
                 kept.append(topic)
         if len(kept) == len(listed.topics):
-            return _Listed(listed.topics, listed.topics, listed.topics_hash), last - started
-        crc = 0  # topics_hash(kept), summed here to keep to the budget (`kept` is sorted)
-        for index, topic in enumerate(kept):
-            if unclocked >= _CLOCK_EVERY and over_budget():
-                return None, last - started
+            result = _Listed(listed.topics, listed.topics, listed.topics_hash)
+        else:
+            hashed = yield from self._hash(kept)
+            result = _Listed(listed.topics, tuple(kept), hashed)
+        _remember(self._filtered, key, result, self.max_entries)
+        return result
+
+    def _hash(self, topics: list[str]) -> Generator[None, None, str]:
+        """topics_hash(topics) (`topics` sorted), a step at a time."""
+        over = self._slice.over
+        crc = 0
+        for index, topic in enumerate(topics):
             data = topic.encode()
             crc = crc32c(b"," + data if index else data, crc)
-            unclocked += len(data)
-        answer = _Listed(listed.topics, tuple(kept), crc.to_bytes(4, "little").hex())
-        return answer, last - started
+            if over(len(data)):
+                yield
+        return crc.to_bytes(4, "little").hex()
 
 
 def _remember(cache: OrderedDict[_K, _Listed], key: _K, value: _Listed, limit: int) -> None:

@@ -6,7 +6,7 @@ the typed, parsed readers the pure resolve() uses, and SplitView reads two store
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any, TypeVar, cast
 
 from pulsar_lookup_gateway.lookup.broker_registry import BrokerRegistry
@@ -228,6 +228,9 @@ class SplitView(ClusterView):
 
     def children(self, path: str) -> list[str]:
         return self._of(path + "/").children(path)
+
+    def child_names(self, path: str) -> Collection[str]:
+        return self._of(path + "/").child_names(path)
 
     def lists_children_of(self, path: str) -> bool:
         return self._of(path + "/").lists_children_of(path)

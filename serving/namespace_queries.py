@@ -6,6 +6,7 @@ what only a broker knows (non-persistent topics)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 from collections.abc import Callable
@@ -15,7 +16,12 @@ from typing import Protocol, TypeVar
 from pulsar_lookup_gateway.lookup.authorization import LookupAuthorizer
 from pulsar_lookup_gateway.lookup.bundle_owners import bundles_with_owners, holder_of
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
-from pulsar_lookup_gateway.lookup.topic_list import TopicLister, TopicListing, parse_namespace
+from pulsar_lookup_gateway.lookup.topic_list import (
+    ListingWork,
+    TopicLister,
+    TopicListing,
+    parse_namespace,
+)
 from pulsar_lookup_gateway.lookup.topics import NamespaceName, is_system_service_namespace
 from pulsar_lookup_gateway.lookup.view import ClusterView
 
@@ -50,9 +56,10 @@ class NamespaceQueries:
         name = await self.access(namespace, role=role)
         with self._reads.admitted():
             lister = self.lister
-            return await self._reads.read(
-                lambda view: lister.listing(view, name, pattern, client_hash)
+            work = await self._reads.read(
+                lambda view: lister.begin(view, name, pattern, client_hash)
             )
+            return await made(lister, work)
 
     async def rest_topics(
         self,
@@ -76,8 +83,8 @@ class NamespaceQueries:
             topics: tuple[str, ...] = ()
             if persistent and (system or not is_system_service_namespace(str(name))):
                 lister = self.lister
-                listing = await self._reads.read(lambda v: lister.listing(v, name, system=system))
-                topics = listing.topics
+                work = await self._reads.read(lambda v: lister.begin(v, name, system=system))
+                topics = (await made(lister, work)).topics
             brokers = await self._holders(name) if holders else frozenset()
         return RestTopics(name, topics, brokers)
 
@@ -103,6 +110,18 @@ class NamespaceQueries:
         if role is not None and authorizer is not None:
             await self._reads.read(lambda view: authorizer.check_namespace(role, name, view))
         return name
+
+
+async def made(lister: TopicLister, work: ListingWork) -> TopicListing:
+    """The listing `work` makes, a step at a time with the loop's other work in between (a
+    big namespace's first list, or a pattern over it, never holds the loop longer than a
+    step), waiting between steps while all listings have taken their share of the CPU."""
+    pause = lister.pause()
+    if pause > 0:
+        await asyncio.sleep(pause)
+    while (done := work.step(lister.pattern_budget)) is None:
+        await asyncio.sleep(lister.pause())  # (0: a turn of the loop for every other socket)
+    return done
 
 
 @dataclass(frozen=True, slots=True)

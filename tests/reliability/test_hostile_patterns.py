@@ -100,7 +100,8 @@ COSTLY = [".*a.{20}", "(.*a){38}.{20}", "(?i)(.*[ab]){50}", "(.|.){40}x"]
 @pytest.mark.parametrize("pattern", COSTLY)
 def test_what_re2_finds_costly_stays_within_the_budget(pattern: str) -> None:
     """The worst case measured: 200 names of 4,000 bytes an attacker created, each new to the
-    DFA. Either filtered or answered whole; the CPU time of one listing is printed."""
+    DFA. Filtered (in steps: serving.namespace_queries gives the loop's other sockets a turn
+    between them); the CPU time of one listing is printed."""
     names = random_names(200, 4000, seed=1)
     view = view_of(names)
     lister = TopicLister()
@@ -111,15 +112,11 @@ def test_what_re2_finds_costly_stays_within_the_budget(pattern: str) -> None:
     again_started = time.thread_time()
     again = lister.listing(view, NS, pattern)
     again_spent = time.thread_time() - again_started
-    if listing.filtered:
-        assert listing.refused is None
-    else:
-        assert listing.refused == "filtering took over 5 ms of CPU time"
-        assert len(listing.topics) == len(names)
+    assert listing.filtered and listing.refused is None
     assert again == listing
     print(
         f"\n{pattern!r} over {len(names)} names of 4,000 bytes: "
-        f"{'filtered' if listing.filtered else 'unfiltered (over budget)'}, "
+        "filtered, "
         f"{spent * 1000:.1f} ms CPU; again {again_spent * 1000:.2f} ms"
     )
 

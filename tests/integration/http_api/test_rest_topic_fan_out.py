@@ -22,7 +22,7 @@ from pulsar_lookup_gateway.listeners.endpoints.addresses import Endpoint, Scheme
 from pulsar_lookup_gateway.listeners.endpoints.socket_table import SocketSpec
 from pulsar_lookup_gateway.lookup.auto_creation import AutoCreationSettings
 from pulsar_lookup_gateway.lookup.bundles import NamespaceBundles
-from pulsar_lookup_gateway.lookup.topic_list import TopicLister, persistent_topics
+from pulsar_lookup_gateway.lookup.topic_list import TopicLister, topics_in_steps
 from pulsar_lookup_gateway.metadata_store.file import FileSource
 from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
 from pulsar_lookup_gateway.metadata_store.synthetic import broker_node, cluster
@@ -224,11 +224,11 @@ async def test_the_persistent_list_is_built_once_and_only_when_asked(tmp_path: P
         nodes["/managed-ledgers/public/default/persistent/__change_events"] = {}
         settings = LinkSettings(internal_listener="internal")
         async with gateway(tmp_path, nodes, settings) as (http, _):
-            with calls_of(persistent_topics) as non_persistent:
+            with calls_of(topics_in_steps) as non_persistent:
                 np = await http_get(http, topics_path("public/default"))
-            with calls_of(persistent_topics) as repeated:
+            with calls_of(topics_in_steps) as repeated:
                 plain = [await http_get(http, topics_path("public/default", "ALL")) for _ in "12"]
-            with calls_of(persistent_topics) as with_system:
+            with calls_of(topics_in_steps) as with_system:
                 system = [
                     await http_get(
                         http, topics_path("public/default", "ALL") + "&includeSystemTopic=true"
