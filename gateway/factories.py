@@ -4,10 +4,13 @@ process, so that the classes below take plain values and the configuration only 
 
 from __future__ import annotations
 
+import os
+
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from prometheus_client import CollectorRegistry
 
 from pulsar_lookup_gateway.brokers.settings import LinkSettings
+from pulsar_lookup_gateway.gateway.workers import WORKERS_ENV
 from pulsar_lookup_gateway.http_api.settings import HttpSettings, ListenerTable, WatchSettings
 from pulsar_lookup_gateway.listeners.auth import (
     MIN_SECRET_BYTES,
@@ -64,8 +67,14 @@ def http_settings(
 
 
 def watch_settings(config: GatewayConfig) -> WatchSettings:
-    """The bounds of the ownership watch's streams (the watch* keys)."""
+    """The bounds of the ownership watch's streams (the watch* keys); under `run --workers N`
+    each worker enforces its share of the per-address and per-role limits."""
+    try:
+        workers = max(1, int(os.environ.get(WORKERS_ENV, "1")))
+    except ValueError:
+        workers = 1
     return WatchSettings(
+        workers=workers,
         max_topics=config.watch_max_topics_per_stream,
         max_streams_per_address=config.watch_max_streams_per_address,
         max_streams_per_role=config.watch_max_streams_per_role,

@@ -78,6 +78,8 @@ MAX_RESTARTS = 5  # within RESTART_WINDOW seconds; beyond it the supervisor give
 RESTART_WINDOW = 60.0
 POLL_INTERVAL = 0.2
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"  # prometheus-client's multiprocess switch
+#: How many workers share the ports, told to each (the watch's stream limits are divided by it).
+WORKERS_ENV = "PULSAR_LOOKUP_GATEWAY_WORKERS"
 METRICS_PREFIX = "pulsar-lookup-gateway-metrics-"
 # <pid>-<start>-<pidns>-<mkdtemp's random part: lower-case letters, digits, underscores>
 _OWNED_NAME = re.compile(re.escape(METRICS_PREFIX) + r"(\d+)-(\d+|x)-(\d+|x)-[a-z0-9_]+")
@@ -278,7 +280,8 @@ def _supervise(
 ) -> int:
     stopping = False
     restarted = restart_counter(metrics)
-    env = {**os.environ, MULTIPROC_ENV: str(metrics)}
+    # (WORKERS_ENV: a worker divides the limits that count clients across workers by it)
+    env = {**os.environ, MULTIPROC_ENV: str(metrics), WORKERS_ENV: str(count)}
     command = [sys.executable, "-m", "pulsar_lookup_gateway", "run", "--config", str(config_path)]
     supervisor = ["--supervisor-pid", str(os.getpid()), "--supervisor-fd", str(read_end)]
 

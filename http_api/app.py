@@ -61,7 +61,8 @@ def build_app(
     lookups = LookupRoutes(service, callers, broker_link, memoise=settings.memoise_lookups)
     admin = AdminRoutes(service, callers, broker_link)
     operations = OperationsRoutes(service, callers, settings)
-    watch = WatchEndpoint(watches_for(service, settings.watch), callers)
+    held = broker_link.held if broker_link is not None else None  # (the one byte budget)
+    watch = WatchEndpoint(watches_for(service, settings.watch, held), callers)
     explainer = ExplainRoute(service, callers, settings)
     # No middleware: aiohttp adds a layer of its own to every request once there is one, and a
     # lookup is cheap enough for that to show. Topic routes answer their failures themselves

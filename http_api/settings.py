@@ -24,6 +24,13 @@ class WatchSettings:
     max_streams_per_role: int = 1_024  # watchMaxStreamsPerRole (0: no limit)
     max_frame_bytes: int = 1024 * 1024  # watchMaxFrameBytes
     stalled_reader_timeout: float = 30.0  # watchStalledReaderTimeoutSeconds
+    #: `run --workers N`: the streams per address and per role are limits for the whole
+    #: gateway, so each worker admits its share of them (limit // N, at least 1)
+    workers: int = 1
+
+    def share(self, limit: int) -> int:
+        """This process's share of a limit for the whole gateway (0: no limit)."""
+        return max(1, limit // self.workers) if limit else 0
 
 
 def no_listener_table() -> Sequence[Mapping[str, object]]:

@@ -48,11 +48,12 @@ from pulsar_lookup_gateway.http_api.watch_requests import (
     UNAUTHENTICATED,
     WatchRequests,
 )
-from pulsar_lookup_gateway.http_api.watch_stream import StreamState
+from pulsar_lookup_gateway.http_api.watch_stream import StreamState, message_bytes
 from pulsar_lookup_gateway.listeners.auth import Identity
 from pulsar_lookup_gateway.listeners.endpoints.client_origin import ClientOrigin
 from pulsar_lookup_gateway.listeners.routing import Refusal, Route
 from pulsar_lookup_gateway.lookup.errors import LookupFailure
+from pulsar_lookup_gateway.serving.held_bytes import HeldBytes
 from pulsar_lookup_gateway.serving.metrics import PREFIX
 from pulsar_lookup_gateway.serving.ownership_watch import OwnershipWatch
 from pulsar_lookup_gateway.serving.service import LookupService
@@ -67,6 +68,12 @@ CLOSE_TIMEOUT = 2.0  # seconds a closing stream waits for the client's close fra
 SEND_BUFFER = 64 * 1024
 SIOCOUTQ = 0x5411  # Linux: bytes in a TCP socket's send queue, not yet acknowledged
 TCPI_BYTES_ACKED = 120  # Linux: offset of struct tcp_info's tcpi_bytes_acked (since 4.1)
+#: Streams of clients that proved no role count against watchMaxStreamsPerRole together, under
+#: this key (no role a client proves is an empty string).
+ANONYMOUS = ""
+#: What a request holds while it is read, per byte of its text (the text, the names parsed from
+#: it and their parsed forms; measured: ~3x).
+REQUEST_HOLDS = 4
 SEND_SLICE = 64  # messages a stream writes at a time (then waits for its next turn)
 
 
@@ -97,9 +104,14 @@ class Watches:
     """The process's watch: one per lookup service, shared by every HTTP socket (the limits
     per address and role count the streams of all of them)."""
 
-    def __init__(self, service: LookupService, settings: WatchSettings) -> None:
+    def __init__(
+        self, service: LookupService, settings: WatchSettings, held: HeldBytes | None = None
+    ) -> None:
         self.service = service
         self.settings = settings
+        #: The process's one byte budget: each stream's names, state and queued messages are
+        #: charged to it (the stream is the owner), and a stream over it is closed.
+        self.held = held if held is not None else HeldBytes()
         self.hub = OwnershipWatch(service)
         self.by_address: Counter[str] = Counter()
         self.by_role: Counter[str] = Counter()
@@ -108,25 +120,26 @@ class Watches:
         self.metrics = WatchMetrics(service, lambda: float(self.open))
 
     def admit(self, address: str, role: str | None) -> str | None:
-        """Count a new stream in; None, or why it may not open (a limit)."""
+        """Count a new stream in; None, or why it may not open (a limit). Anonymous clients
+        (no role) are a role of their own; under `run --workers N` this process admits its
+        share of each limit (WatchSettings.share)."""
         settings = self.settings
         limit = settings.max_streams_per_address
-        if limit and self.by_address[address] >= limit:
+        if limit and self.by_address[address] >= settings.share(limit):
             return f"too many streams from this address (watchMaxStreamsPerAddress={limit})"
         limit = settings.max_streams_per_role
-        if role is not None and limit and self.by_role[role] >= limit:
+        who = ANONYMOUS if role is None else role
+        if limit and self.by_role[who] >= settings.share(limit):
             return f"too many streams of this role (watchMaxStreamsPerRole={limit})"
         self.by_address[address] += 1
-        if role is not None:
-            self.by_role[role] += 1
+        self.by_role[who] += 1
         self.open += 1
         return None
 
     def leave(self, address: str, role: str | None) -> None:
         self.open -= 1
         _decrement(self.by_address, address)
-        if role is not None:
-            _decrement(self.by_role, role)
+        _decrement(self.by_role, ANONYMOUS if role is None else role)
 
 
 def _decrement(counter: Counter[str], key: str) -> None:
@@ -138,11 +151,14 @@ def _decrement(counter: Counter[str], key: str) -> None:
 _WATCHES: weakref.WeakKeyDictionary[LookupService, Watches] = weakref.WeakKeyDictionary()
 
 
-def watches_for(service: LookupService, settings: WatchSettings | None = None) -> Watches:
-    """The watch of `service`'s process (made by the first socket's application)."""
+def watches_for(
+    service: LookupService, settings: WatchSettings | None = None, held: HeldBytes | None = None
+) -> Watches:
+    """The watch of `service`'s process (made by the first socket's application); `held`: the
+    process's one byte budget."""
     watches = _WATCHES.get(service)
     if watches is None:
-        watches = _WATCHES[service] = Watches(service, settings or WatchSettings())
+        watches = _WATCHES[service] = Watches(service, settings or WatchSettings(), held)
     return watches
 
 
@@ -313,6 +329,7 @@ class _Stream:
         self._closing = False
         self._tasks: set[asyncio.Task[None]] = set()
         self._requests = WatchRequests(self, self.hub)
+        self.held = watches.held
         self.reason = "client"
 
     @property
@@ -328,11 +345,38 @@ class _Stream:
         self.state.add(topic)
 
     def deliver(self, topic: str, message: str) -> None:
-        before = self.state.coalesced
-        if self.state.offer(topic, message):
-            if self.state.coalesced != before:
+        state = self.state
+        before, queued = state.coalesced, state.queued_bytes
+        if state.offer(topic, message):
+            if state.coalesced != before:
                 self.metrics.coalesced.inc()
+            if not self._held(state.queued_bytes - queued):
+                return
             self._wake.set()
+
+    # -- the byte budget ----------------------------------------------------------------------
+
+    def charge(self, size: int) -> bool:
+        """Charge `size` more bytes held for this stream to the process's budget; over it,
+        the stream is closed (told why) and False returned."""
+        if self._closing:
+            return False
+        refused = self.held.charge(self, size)
+        if refused is None:
+            return True
+        self._closing = True  # (the reader stops; the client is told)
+        message = f"the gateway holds too much for this stream: {refused}"
+        self._later(self.fail("limit_exceeded", message, LIMIT_EXCEEDED, reason="over_budget"))
+        return False
+
+    def release(self, size: int) -> None:
+        self.held.release(self, size)
+
+    def _held(self, change: int) -> bool:
+        if change >= 0:
+            return self.charge(change)
+        self.release(-change)
+        return True
 
     # -- the stream -----------------------------------------------------------------------------
 
@@ -350,7 +394,15 @@ class _Stream:
                 if message.type is not WSMsgType.TEXT:
                     await self.fail("bad_request", "requests are JSON text frames", 1003)
                     break
-                await self._requests.handle(message.data)
+                # What the request holds while it is read (its text, the names parsed from
+                # it): charged before any work, given back once it was acted on.
+                held = REQUEST_HOLDS * len(message.data)
+                if not self.charge(held):
+                    break
+                try:
+                    await self._requests.handle(message.data)
+                finally:
+                    self.release(held)
                 if self._closing:
                     break
         except Exception:  # a bug of ours: the client is told, the process goes on
@@ -365,6 +417,7 @@ class _Stream:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
             self.hub.unsubscribe(self, list(self.state.topics), self.route.choice, self.role)
+            self.held.forget(self)
             self.metrics.closed.labels(self.reason).inc()
 
     def reauthenticated(self, identity: Identity) -> None:
@@ -375,11 +428,14 @@ class _Stream:
     def control(self, body: dict[str, object]) -> None:
         if self._closing:
             return  # (told why already, or about to be: once)
-        if not self.state.offer_control(json.dumps(body)):
+        state = self.state
+        queued = state.queued_bytes
+        if not state.offer_control(json.dumps(body)):
             self._closing = True  # (the reader stops; the client is told)
             self._later(self.fail("limit_exceeded", "too many answers unread", LIMIT_EXCEEDED))
             return
-        self._wake.set()
+        if self._held(state.queued_bytes - queued):
+            self._wake.set()
 
     def _later(self, coroutine: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)
@@ -423,6 +479,7 @@ class _Stream:
                     return
                 except ConnectionError:
                     return
+                self.release(sum(message_bytes(message) for message in batch))
                 self.metrics.messages.inc(len(batch))
 
     async def _send(self, batch: list[str]) -> None:
@@ -445,12 +502,15 @@ class _Stream:
         if self.transport is not None:
             self.transport.abort()  # (a close frame could not reach it either)
 
-    async def fail(self, code: str, message: str, close_code: int) -> None:
-        """Tell the client why (an error for the stream), then close with `close_code`."""
+    async def fail(
+        self, code: str, message: str, close_code: int, *, reason: str | None = None
+    ) -> None:
+        """Tell the client why (an error for the stream), then close with `close_code`;
+        `reason`: the closed-streams metric's label (the code if None)."""
         if self.ws.closed:
             return
         self._closing = True
-        self.reason = code
+        self.reason = reason or code
         with contextlib.suppress(ConnectionError, TimeoutError):
             body = json.dumps({"type": "error", "code": code, "message": message})
             await asyncio.wait_for(self.ws.send_str(body), CLOSE_TIMEOUT)

@@ -26,6 +26,15 @@ LIMIT_EXCEEDED = 4008
 #: Invalid names of one subscribe told one by one; the rest are counted in one more error.
 INVALID_TOLD = 16
 SLICE = 64  # names a subscribe parses at a time (then waits for its next turn)
+#: What a watched topic holds besides its name, for each stream that watches it: the
+#: watched-topic object, its slots in the index and the stream's set, its filing by the keys
+#: that may change it, its shared state (measured in a child gateway: ~720 bytes a topic).
+TOPIC_BYTES = 800
+
+
+def topic_bytes(full: str) -> int:
+    """What watching the topic `full` holds for a stream (its name's UTF-8 bytes)."""
+    return (len(full) if full.isascii() else len(full.encode())) + TOPIC_BYTES
 
 
 class Stream(Protocol):
@@ -39,6 +48,8 @@ class Stream(Protocol):
     def closing(self) -> bool: ...
     def deliver(self, topic: str, message: str) -> None: ...
     def watching(self, topic: str) -> None: ...
+    def charge(self, size: int) -> bool: ...
+    def release(self, size: int) -> None: ...
     def control(self, body: dict[str, object]) -> None: ...
     def reauthenticated(self, identity: Identity) -> None: ...
     async def fail(self, code: str, message: str, close_code: int) -> None: ...
@@ -116,6 +127,11 @@ class WatchRequests:
             return
         if not state.room_for(topics):
             return await self._too_many(limit)
+        # The names it will watch, charged before the hub takes any in (given back when
+        # unsubscribed or the stream closes): over the byte budget, the stream is closed.
+        new = sum(topic_bytes(full) for full in topics if full not in state.topics)
+        if not stream.charge(new):
+            return
         # (the hub adds each to the stream's topics; topics watched already are told again:
         # one message per topic after a subscribe)
         await self.hub.subscribe(stream, topics.values(), stream.route.choice, stream.role)
@@ -144,6 +160,7 @@ class WatchRequests:
                 continue  # (never watched)
             if stream.state.remove(full):
                 gone.append(full)
+                stream.release(topic_bytes(full))
         self.hub.unsubscribe(stream, gone, stream.route.choice, stream.role)
 
     async def _update_token(self, token: str) -> None:

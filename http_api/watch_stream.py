@@ -13,6 +13,13 @@ from collections.abc import Iterable
 #: Answers to the client's own requests (update_token, invalid names) waiting to be sent; a
 #: client that keeps asking without reading goes over it (and its stream is closed).
 CONTROL_LIMIT = 1024
+#: What a queued message holds besides its text (the str object, its slot in the queue).
+MESSAGE_OVERHEAD = 100
+
+
+def message_bytes(message: str) -> int:
+    """The bytes a queued message holds (its JSON is ASCII: a byte a character)."""
+    return len(message) + MESSAGE_OVERHEAD
 
 
 class StreamState:
@@ -22,6 +29,7 @@ class StreamState:
         self._pending: dict[str, str] = {}  # topic -> its latest unsent message, oldest first
         self._control: list[str] = []
         self.coalesced = 0  # messages replaced by a newer one before they were sent
+        self.queued_bytes = 0  # what the unsent messages hold (message_bytes)
 
     def room_for(self, topics: Iterable[str]) -> bool:
         """Whether subscribing `topics` keeps the stream within max_topics."""
@@ -40,7 +48,9 @@ class StreamState:
         if topic not in self.topics:
             return False
         self.topics.discard(topic)
-        self._pending.pop(topic, None)
+        unsent = self._pending.pop(topic, None)
+        if unsent is not None:
+            self.queued_bytes -= message_bytes(unsent)
         return True
 
     def offer(self, topic: str, message: str) -> bool:
@@ -48,9 +58,12 @@ class StreamState:
         stream does not watch it (any more)."""
         if topic not in self.topics:
             return False
-        if topic in self._pending:
+        unsent = self._pending.get(topic)
+        if unsent is not None:
             self.coalesced += 1
+            self.queued_bytes -= message_bytes(unsent)
         self._pending[topic] = message
+        self.queued_bytes += message_bytes(message)
         return True
 
     def offer_control(self, message: str) -> bool:
@@ -58,6 +71,7 @@ class StreamState:
         if len(self._control) >= CONTROL_LIMIT:
             return False
         self._control.append(message)
+        self.queued_bytes += message_bytes(message)
         return True
 
     @property
@@ -71,4 +85,5 @@ class StreamState:
         if self._pending:
             taken = [*taken, *self._pending.values()]
         self._control, self._pending = [], {}
+        self.queued_bytes = 0
         return taken

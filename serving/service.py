@@ -133,6 +133,7 @@ class LookupService:
         properties: Sequence[tuple[str, str]] = (),
         principal: Hashable = None,
         forward: bool = True,
+        keep: bool = True,
     ) -> LookupAnswer:
         """The answer for `topic` on the chosen listener. `role`: the authenticated client's
         role, checked when authorization is on (None: the socket needs no authentication).
@@ -140,7 +141,9 @@ class LookupService:
         every refused lookup at INFO, every answered one at DEBUG). `properties` (the
         client's lookup properties, PIP-368) and `principal` (who the broker is told asks)
         go with a lookup forwarded to a broker (`forwarded`); `forward=False`: the metadata's
-        own answer (the ownership watch reports what the metadata shows)."""
+        own answer (the ownership watch reports what the metadata shows); `keep=False`: the
+        answer is not kept in the memo (the ownership watch keeps its topics' states itself,
+        and a kept answer would hold each watched name twice more)."""
         labels = self._labels(choice, protocol)
         started = time.perf_counter()
         admission = self.admission
@@ -157,8 +160,9 @@ class LookupService:
                 policy = self.policy
                 answer = await self.read(lambda view: resolve(name, choice, view, policy))
                 place = (answer.topic.namespace_name, answer.bundle.lower)
-                held = ANSWER_BYTES + 2 * len(key[0])  # (its parsed name holds the name's parts)
-                self._keep(self._answers, key, answer, place, held)
+                if keep:
+                    held = ANSWER_BYTES + 2 * len(key[0])  # (its parsed name: the name's parts)
+                    self._keep(self._answers, key, answer, place, held)
             if forward and answer.needs_broker and self.forwarded is not None:
                 answer = await self.forwarded.answer(
                     answer,

@@ -174,9 +174,12 @@ class WatchLookups:
         client = entry.watcher()  # (its str() is the client, made only for a log line)
         for _ in range(ATTEMPTS):
             try:
+                # (by the watch's own string, and not kept: the memo and the authorizations
+                # file it under that string, so the name stays held once)
                 answer = await service.lookup(
-                    topic, entry.choice, PROTOCOL, role=entry.role, forward=False, client=client
-                )
+                    entry.name, entry.choice, PROTOCOL, role=entry.role, client=client,
+                    forward=False, keep=False,
+                )  # fmt: skip
                 read_at = index.writes
                 view = service.source.view
                 if answer.peer_cluster is None:

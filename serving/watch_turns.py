@@ -41,30 +41,32 @@ class Turns:
         self.largest = 0  # the most units given in one iteration (tests read it)
 
     async def take(self, units: int) -> None:
-        """Wait until `units` of work may run in this iteration (at once when the budget has
-        room and nobody waits before; a slice over the whole budget runs alone)."""
+        """Wait until `units` of work may run: at once when nothing else ran in this iteration
+        and nobody waits, else in a later iteration, after those who asked before (a slice
+        over the whole budget runs alone)."""
         units = max(1, units)
-        if not self._waiting and (self.spent == 0 or self.spent + units <= self.budget):
-            self._give(units)
+        if self.spent == 0 and not self._waiting:
+            self._count(units)
+            self._schedule()
             return
         future = asyncio.get_running_loop().create_future()
         self._waiting.append((future, units))
         self._schedule()
         await future  # (cancelled: skipped when its turn comes)
 
-    def _give(self, units: int) -> None:
+    def _count(self, units: int) -> None:
         if self.spent == 0:
             self.turns += 1
         self.spent += units
         self.largest = max(self.largest, self.spent)
-        self._schedule()
 
     def _schedule(self) -> None:
         if self._turn is None:
-            # Runs in the next iteration, after its poll: the budget starts anew there.
             self._turn = asyncio.get_running_loop().call_soon(self._next_turn)
 
     def _next_turn(self) -> None:
+        """The next iteration's share: the waiters first in line, up to the budget. Their
+        tasks run in the next iteration, and this runs again after them (scheduled last)."""
         self._turn = None
         self.spent = 0
         waiting = self._waiting
@@ -76,8 +78,10 @@ class Turns:
             if self.spent and self.spent + units > self.budget:
                 break
             waiting.popleft()
-            future.set_result(None)  # (its task runs in the next iteration, before _next_turn)
-            self._give(units)
+            future.set_result(None)
+            self._count(units)
+        if self.spent or waiting:
+            self._schedule()
 
     @property
     def waiting(self) -> int:

@@ -7,13 +7,19 @@ peak grew ~1.5 GB."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import signal
+import subprocess
+import threading
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import free_port
 from pulsar_lookup_gateway.metadata_store.synthetic import cluster
 from tests.integration.serving.test_ownership_watch import (
     FIRST,
@@ -21,6 +27,7 @@ from tests.integration.serving.test_ownership_watch import (
     Watcher,
     watching,
 )
+from tests.processes import DEMO, EXE
 from tests.reliability.child_gateway import MIB, ChildGateway
 
 # The peak may grow this much for the whole attack (measured: a few MiB; before: ~1.5 GB).
@@ -104,3 +111,118 @@ async def test_a_subscribe_of_many_invalid_names_costs_little(tmp_path: Path) ->
             == 1
         )
         await served(port)
+
+
+def test_stream_limits_count_across_workers(tmp_path: Path) -> None:
+    """`run --workers 2` with watchMaxStreamsPerAddress=2: each worker admits its share (one),
+    so one address holds two streams in all, not two per worker."""
+    http = free_port()
+    conf = tmp_path / "workers.conf"
+    conf.write_text(
+        f"metadataStoreUrl=file:{DEMO}\n"
+        "advertisedListeners=internal:pulsar://127.0.0.1:6650,internal:http://127.0.0.1:8080\n"
+        f"bindAddresses=internal:http://127.0.0.1:{http}\n"
+        "brokerServicePort=\nwebServicePort=\nwatchMaxStreamsPerAddress=2\n"
+    )
+    process = subprocess.Popen(
+        [EXE, "run", "--config", str(conf), "--workers", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        listening = 0
+        while listening < 2:  # (each worker's socket)
+            line = process.stdout.readline()
+            assert line, "the workers did not start"
+            listening += "listening on" in line
+        threading.Thread(target=process.stdout.read, daemon=True).start()  # (drained)
+        admitted = asyncio.run(_streams_admitted(http, 8))
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
+    assert 1 <= admitted <= 2  # (before: two per worker, three or four of the eight)
+
+
+async def _streams_admitted(port: int, count: int) -> int:
+    """Open `count` streams from one address at once; how many were let in (each subscribes:
+    an admitted stream is answered about its topic, a refused one told limit_exceeded)."""
+    async with contextlib.AsyncExitStack() as stack:
+        streams = [await stack.enter_async_context(watching(port)) for _ in range(count)]
+        admitted = 0
+        for stream in streams:
+            with contextlib.suppress(ConnectionError):
+                await stream.subscribe("persistent://public/default/orders")
+            body = await stream.next()
+            admitted += body.get("topic") == "persistent://public/default/orders"
+        return admitted
+
+
+def long_names(prefix: str, count: int) -> list[str]:
+    """`count` topic names of ~4,000 bytes each."""
+    return [f"persistent://public/default/{prefix}{'n' * 3950}-{i:05d}" for i in range(count)]
+
+
+async def subscribe_in_frames(watcher: Watcher, names: list[str], per_frame: int = 200) -> None:
+    """Subscribe `names` in frames under watchMaxFrameBytes (sending stops once closed)."""
+    for start in range(0, len(names), per_frame):
+        try:
+            await watcher.ws.send_str(subscribe_frame(names[start : start + per_frame]))
+        except ConnectionError:
+            return
+
+
+async def attack(watcher: Watcher, prefix: str) -> tuple[int | None, list[dict[str, Any]]]:
+    """Subscribe 10,000 names of 4 KB until the gateway closes the stream (a closed stream
+    is not read: the frames still to send would wait for ever)."""
+    sending = asyncio.create_task(subscribe_in_frames(watcher, long_names(prefix, 10_000)))
+    try:
+        return await watcher.closed()
+    finally:
+        sending.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sending
+
+
+@pytest.mark.timeout(180)
+async def test_watched_names_cost_their_bytes_once_and_streams_over_the_budget_are_closed(
+    tmp_path: Path,
+) -> None:
+    """A stream's names, state and queued messages are charged to the one byte budget: 2,500
+    names of 4 KB cost about their own bytes (before: ~3.5x), and two streams that each
+    subscribe 10,000 such names (the issue's attack: 76 MiB sent, 255 MiB held before) are
+    closed once past the 16 MiB a client may hold."""
+    with WatchGateway(tmp_path, cluster(brokers=2, owned={FIRST: 1})) as gateway:
+        port = gateway.port
+        await served(port)
+        gateway.reset_peak()
+        before = gateway.resident()
+        kept = long_names("kept", 2_500)
+        sent = sum(len(name) for name in kept)
+        async with watching(port) as honest:
+            await subscribe_in_frames(honest, kept)
+            waiting = set(kept)
+            while waiting:
+                waiting.discard((await honest.next()).get("topic"))
+            grown = gateway.resident() - before
+            assert grown < 1.5 * sent, (grown / MIB, sent / MIB)
+
+            async with watching(port) as first, watching(port) as second:
+                for code, seen in await asyncio.gather(attack(first, "a"), attack(second, "b")):
+                    told = [m for m in seen if m["type"] == "error" and "topic" not in m]
+                    assert (code, [m["code"] for m in told]) == (4008, ["limit_exceeded"])
+                    assert "holds too much for this stream" in told[0]["message"]
+            # the attack cost its two streams' bounds, not 255 MiB
+            assert gateway.peak() - before < sent + 2 * 16 * MIB + 16 * MIB
+            await served(port)  # (others are still served; the honest stream still watches)
+            await honest.subscribe(IN_FIRST)
+            assert (await honest.about(IN_FIRST))["type"] == "owner"
+        closed = gateway.metric(
+            "pulsar_lookup_gateway_watch_streams_closed_total", 'reason="over_budget"'
+        )
+        assert closed == 2
+        refused = gateway.metric(
+            "pulsar_lookup_gateway_held_bytes_refusals_total", 'reason="client"'
+        )
+        assert refused >= 2

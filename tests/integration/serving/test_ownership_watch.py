@@ -35,6 +35,7 @@ from pulsar_lookup_gateway.metadata_store.synthetic import (
     ownership_node,
     topic_in_range,
 )
+from pulsar_lookup_gateway.serving.watch_turns import LOOKUP, NAME, TURN_BUDGET
 from tests.gateways import config_from, running
 
 pytestmark = pytest.mark.zookeeper
@@ -708,3 +709,75 @@ async def test_a_refused_topic_is_looked_up_once_and_its_log_line_names_the_clie
     lines = [r.getMessage() for r in caplog.records if "protocol=watch" in r.getMessage()]
     assert lines, "no refusal logged"
     assert all(f"client=127.0.0.1:{port} on http://" in line for line in lines), lines[:2]
+
+
+async def test_anonymous_clients_are_a_role_of_their_own(
+    zookeeper: EmbeddedZooKeeper, zk_chroot: str, zk: KazooClient
+) -> None:
+    extra = "watchMaxStreamsPerRole=2\nwatchMaxStreamsPerAddress=0\n"
+    config = config_from(config_text(zookeeper.connect_string, zk_chroot, extra))
+    async with running(config) as gateway:
+        port = gateway.port_of("external", "http")
+        async with watching(port) as one, watching(port), watching(port) as third:
+            code, seen = await third.closed()
+            assert (code, [m["code"] for m in seen]) == (4008, ["limit_exceeded"])
+            assert "watchMaxStreamsPerRole=2" in seen[0]["message"]
+            await one.subscribe(IN_FIRST)
+            assert (await one.next())["type"] == "owner"
+        async with watching(port) as again:  # (the streams that closed count no more)
+            await again.subscribe(IN_FIRST)
+            assert (await again.next())["type"] == "owner"
+
+
+async def test_a_subscribe_herd_is_taken_in_bounded_slices(
+    zookeeper: EmbeddedZooKeeper, zk_chroot: str, zk: KazooClient
+) -> None:
+    """100 streams subscribe 100 new topics each at once: between two iterations of the loop
+    (when it polls every socket), the watch takes in a bounded slice of names and makes a
+    bounded number of lookups, and every stream gets its answers."""
+    extra = "watchMaxStreamsPerAddress=0\n"
+    config = config_from(config_text(zookeeper.connect_string, zk_chroot, extra))
+    async with running(config) as gateway:
+        await _herd(gateway)
+
+
+async def _herd(gateway: Gateway) -> None:
+    port = gateway.port_of("external", "http")
+    hub = watches_for(gateway.service).hub
+    most_topics = most_lookups = 0
+
+    async def tick() -> None:
+        nonlocal most_topics, most_lookups
+        topics, lookups = hub.topics, hub.lookups
+        while True:
+            await asyncio.sleep(0)  # (once per iteration)
+            most_topics = max(most_topics, hub.topics - topics)
+            most_lookups = max(most_lookups, hub.lookups - lookups)
+            topics, lookups = hub.topics, hub.lookups
+
+    async with contextlib.AsyncExitStack() as stack:
+        streams = [await stack.enter_async_context(watching(port)) for _ in range(100)]
+        names = [
+            [f"persistent://public/default/herd{s}-{t}" for t in range(100)] for s in range(100)
+        ]
+        ticker = asyncio.create_task(tick())
+        try:
+            await asyncio.gather(
+                *(stream.subscribe(*topics) for stream, topics in zip(streams, names, strict=True))
+            )
+
+            async def answered(stream: Watcher, topics: list[str]) -> None:
+                waiting = set(topics)
+                while waiting:
+                    waiting.discard((await stream.next())["topic"])
+
+            await asyncio.gather(
+                *(answered(stream, topics) for stream, topics in zip(streams, names, strict=True))
+            )
+        finally:
+            ticker.cancel()
+    # (~2 ms of the watch's work an iteration: 400 names or 20 lookups, and two iterations'
+    # worth between two ticks at most; before, every subscribe whose frame had arrived was
+    # taken in at once, and the lookups ran 64 an iteration)
+    assert 0 < most_topics <= 2 * TURN_BUDGET // NAME
+    assert 0 < most_lookups <= 2 * TURN_BUDGET // LOOKUP
