@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from pulsar_lookup_gateway.listeners.config.conf_file import parse_properties
-from pulsar_lookup_gateway.listeners.config.model import GatewayConfig, validate_raw
+from pulsar_lookup_gateway.listeners.config.model import GatewayConfig, load_config, validate_raw
 from tests.deploy.artefacts import DEPLOY, configmap_config, yaml_documents
 from tests.recipe_keys import gateway_side
 
@@ -220,3 +220,25 @@ def test_every_server_passes_the_watch_upgrade_and_keeps_it_open(path: Path) -> 
         assert settings["proxy_http_version"] == ["1.1"]
         assert seconds(settings["proxy_read_timeout"][0]) >= 3600
         assert seconds(settings["proxy_send_timeout"][0]) >= 3600
+
+
+# -- issue 41: no internal address for a client that asks for one ------------------------------
+
+SHIPPED_CONFIGS = sorted((DEPLOY.parent / "configs").glob("*.conf"))
+
+
+@pytest.mark.parametrize("path", [*SHIPPED_CONFIGS, None], ids=[*ids(SHIPPED_CONFIGS), "configmap"])
+def test_every_shipped_listener_but_the_internal_one_bounds_the_names_clients_ask_for(
+    path: Path | None,
+) -> None:
+    """A client of the external listener's sockets that names the internal listener
+    (?listenerName=internal, X-Pulsar-ListenerName, the binary field) must get a refusal, not
+    the internal addresses: every other listener sets allowedListenerNames without it (was: in
+    the Kubernetes ConfigMap and configs/auth.conf only)."""
+    config = configmap_config() if path is None else load_config(path, {}).config
+    internal = config.internal_listener_name
+    outside = [lst.name for lst in config.advertised_listeners if lst.name != internal]
+    assert outside, path
+    for name in outside:
+        allowed = config.settings_for(name).allowed_listener_names
+        assert allowed is not None and internal not in allowed, (path, name, allowed)

@@ -203,6 +203,43 @@ async def test_every_client_route_is_answered_through_nginx_as_by_the_gateway(
     assert lookups["forwarded"] == lookups["corp"]  # the socket's listener: internal
 
 
+async def test_an_internet_client_naming_the_internal_listener_gets_no_internal_address(
+    stage: Stage,
+) -> None:
+    """Issue 41: `?listenerName=internal` through the internet block won over the header nginx
+    sets (the answer was the internal listener's address). The recipe passes on no listener
+    name of a client's, however spelt; here the gateway bounds nothing itself (no
+    allowedListenerNames), so the recipe alone must hold. The parameters the routes read
+    still pass."""
+    internet = stage.fronts[0]
+    assert internet.name == "internet"
+    external = json.loads((await get(stage, internet.url + CLIENT_ROUTES["lookup"]))[2])
+    # (directly, the gateway answers the internal listener's addresses)
+    direct = await get(stage, f"{internet.direct}{CLIENT_ROUTES['lookup']}?listenerName=internal")
+    assert "127.0.0.1" in direct[2], direct
+    asked = [
+        "listenerName=internal",
+        "listenerName=internal&listenerName=internal",
+        "a=1&listenerName=internal",
+        "listener%4Eame=internal",  # the gateway decodes a parameter's name
+        "ListenerName=internal&listenerName=internal",
+    ]
+    internal = ("127.0.0.1", "10.0.0.1")  # the broker peer's and the Kafka handler's addresses
+    for query in asked:
+        for path in (CLIENT_ROUTES["lookup"], CLIENT_ROUTES["protocol"]):
+            status, _, body = await get(stage, f"{internet.url}{path}?{query}")
+            assert status == 200, (query, path, body)
+            assert not [a for a in internal if a in body], (query, path, body)
+        status, _, body = await get(stage, f"{internet.url}{CLIENT_ROUTES['lookup']}?{query}")
+        assert json.loads(body) == external, query
+    # the admin routes' own parameters pass (an unknown mode is refused, as directly)
+    topics = "/admin/v2/namespaces/public/default/topics"
+    bad = await get(stage, f"{internet.url}{topics}?mode=NOPE&listenerName=internal")
+    assert bad[0] == 400 and "mode" in bad[2], bad
+    forwarded = await get(stage, f"{internet.url}{topics}?listenerName=internal&mode=ALL")
+    assert forwarded[0] == 200 and "non-persistent://public/default/np" in forwarded[2]
+
+
 async def test_the_operations_routes_stay_inside(stage: Stage) -> None:
     for front in stage.fronts:
         for path in OPERATIONS:
