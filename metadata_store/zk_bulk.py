@@ -81,14 +81,15 @@ class BulkRead:
     def _send(self, count: int) -> None:
         reader, watched = self._reader, self._watched
         end = min(self._next + count, len(self._paths))
-        for path in self._paths[self._next : end]:
-            try:
-                sent = reader.send(path, watched=watched)
-            except Exception as exc:  # kazoo refused the call itself (an invalid path)
-                self._fail(unavailable(f"reading {path} from ZooKeeper failed: {exc!r}"))
-                return
-            reader.reads += 1
-            sent.when_done(functools.partial(self._replied, path))
+        with reader.batch():  # (one wake-up of kazoo's connection thread for them all)
+            for path in self._paths[self._next : end]:
+                try:
+                    sent = reader.send(path, watched=watched)
+                except Exception as exc:  # kazoo refused the call itself (an invalid path)
+                    self._fail(unavailable(f"reading {path} from ZooKeeper failed: {exc!r}"))
+                    return
+                reader.reads += 1
+                sent.when_done(functools.partial(self._replied, path))
         self._next = end
 
     def _replied(self, path: str, result: HandedResult) -> None:  # on kazoo's thread

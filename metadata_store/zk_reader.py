@@ -101,6 +101,11 @@ class ZnodeReader:
         self._when_done(result, path, lambda r: self._read(read, generation, r))
         return read
 
+    def batch(self) -> contextlib.AbstractContextManager[object]:
+        """Reads sent in this block wake kazoo's connection thread once (BatchingClient)."""
+        batch = getattr(self._client, "batch", None)
+        return batch() if batch is not None else contextlib.nullcontext()
+
     def send(self, path: str, *, watched: bool = True) -> HandedResult:
         """Send the read of `path` (a node, or with CHILDREN its children list) with its watch
         (`watched` False: none, for a list read only to find what to read): on the loop, or on

@@ -18,13 +18,13 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from kazoo.client import KazooClient, KazooState
+from kazoo.client import KazooState
 from kazoo.retry import KazooRetry
 
 from pulsar_lookup_gateway.lookup.model import BROKERS_ROOT, LEADER_PATH
 from pulsar_lookup_gateway.lookup.source import SourceStatus
 from pulsar_lookup_gateway.lookup.view import ClusterView
-from pulsar_lookup_gateway.metadata_store.kazoo_threads import LoopHandler
+from pulsar_lookup_gateway.metadata_store.kazoo_threads import BatchingClient, LoopHandler
 from pulsar_lookup_gateway.metadata_store.outage_log import OUTAGE_REMINDER, OutageLog, QuietRetries
 from pulsar_lookup_gateway.metadata_store.url import MetadataUrl
 from pulsar_lookup_gateway.metadata_store.zk_preload import PRELOAD_LIMIT, Preload
@@ -63,7 +63,7 @@ class ZooKeeperSource:
         ahead before it is ready (zk_preload; 0: none, all on first use)."""
         self.url = url
         self.start_timeout = start_timeout
-        self._client = KazooClient(
+        self._client = BatchingClient(
             hosts=url.connect_string,
             timeout=session_timeout,
             connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0),
