@@ -23,6 +23,8 @@ def test_check_config_accepts_every_shipped_config(
     assert main(["check-config", "--config", str(conf), "--no-host-checks"]) == 0
     out = capsys.readouterr().out
     assert "ADDRESS" in out and "LISTENER" in out
+    # and with --strict, as a CI job would check a config: every key is one the gateway uses
+    assert main(["check-config", "--config", str(conf), "--no-host-checks", "--strict"]) == 0
 
 
 def test_check_config_prints_the_socket_table(
