@@ -135,7 +135,8 @@ async def explain(
     try:
         name = TopicName.parse(topic)
         policy, choice = service.policy, decided.choice
-        answer = await service.read(lambda view: resolve(name, choice, view, policy))
+        with service.admitted():  # counted against maxConcurrentLookupRequest, as a lookup
+            answer = await service.read(lambda view: resolve(name, choice, view, policy))
     except LookupFailure as failure:
         result["refused"] = {"error": failure.code.name, "message": failure.message}
         result["notes"] = notes
