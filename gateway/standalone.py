@@ -200,10 +200,17 @@ def _standalone_banner(
         lines += tls_client_lines(config, certs / "ca.crt", nodes or {})
     command = sys.argv[0] if sys.argv[0].endswith("pulsar-lookup-gateway") else PROG
     lines.append(f"  {command} lookup orders-partition-3 --listener external --metadata zk:{zk}")
-    lines.append(
-        f"  {command} explain orders-partition-1 --config {config_path or CONFIG_HINT}"
-        f" --metadata zk:{zk} --socket external:pulsar+ssl    # why this answer"
-    )
+    sockets = config.sockets()
+    if sockets:  # a TLS socket the brokers advertise TLS URLs for, else the first socket
+        with_tls = tls_listeners_of_brokers(nodes or {})
+        shown = next(
+            (s for s in sockets if s.tls and s.listener in with_tls and s.listener), sockets[0]
+        )
+        lines.append(
+            f"  {command} explain orders-partition-1 --config {config_path or CONFIG_HINT}"
+            f" --metadata zk:{zk} --socket {shown.listener or '-'}:{shown.endpoint.scheme.value}"
+            "    # why this answer"
+        )
     lines.append(
         f"  {command} demo move orders-partition-1 broker-2 --metadata zk:{zk}"
         "    # also: demo unload, demo stop-broker"

@@ -5,9 +5,17 @@ TLS socket whose listener they do not is explained where it is printed."""
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 
-from pulsar_lookup_gateway.gateway.standalone import tls_client_lines, tls_listeners_of_brokers
+import pytest
+
+from pulsar_lookup_gateway.gateway.cli import main
+from pulsar_lookup_gateway.gateway.standalone import (
+    _standalone_banner,
+    tls_client_lines,
+    tls_listeners_of_brokers,
+)
 from pulsar_lookup_gateway.listeners.config.model import load_config
 from pulsar_lookup_gateway.metadata_store.snapshot import read_snapshot
 
@@ -38,3 +46,21 @@ def test_nothing_is_explained_where_every_listener_has_a_tls_url() -> None:
             data["advertisedListeners"]["internal"]["brokerServiceUrlTls"] = "pulsar+ssl://x:6651"
     lines = tls_client_lines(config, CA, nodes)
     assert len(lines) == 1 and "pulsar+ssl://127.0.0.1:6651" in lines[0]  # the first TLS socket
+
+
+def test_the_banners_explain_line_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """The `explain` line of the banner, with the demo's snapshot as a file in place of its
+    ZooKeeper: it names a socket of the config, and explains a Connect answer."""
+    config = load_config(CONFIGS / "standalone.conf", {}).config
+    nodes = read_snapshot(CONFIGS / "demo-cluster.json")
+    banner = _standalone_banner(
+        config, "127.0.0.1:2181", CONFIGS / "demo-cluster.json", CA.parent, nodes,
+        CONFIGS / "standalone.conf",
+    )  # fmt: skip
+    [line] = [line for line in banner.splitlines() if " explain " in line]
+    argv = line.split("#")[0].split()[1:]  # (after the command)
+    argv[argv.index("--metadata") + 1] = f"file:{CONFIGS / 'demo-cluster.json'}"
+    assert main([*argv, "--json"]) == 0
+    explained = json.loads(capsys.readouterr().out)
+    assert explained["socket"]["listener"] == "external"
+    assert explained["answer"]["brokerServiceUrlTls"].startswith("pulsar+ssl://broker-1")
