@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from pulsar_lookup_gateway.gateway.cli import main
 from pulsar_lookup_gateway.gateway.process import Gateway
 from pulsar_lookup_gateway.listeners.config.model import GatewayConfig
 from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
+from pulsar_lookup_gateway.tls.devcerts import write_dev_certs
 from tests.gateways import config_from, running
 from tests.neighbours import WAIT, binary_lookup, http_broker_url, one_broker_cluster
 
@@ -203,3 +205,33 @@ def test_the_command_explains_as_the_running_gateway_does(
     assert "socket      not consulted: network chose first" in text
     assert main([*argv, "--listener", "nope!"]) == 1
     assert "refused     " in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("server_name", "listener", "rule"),
+    [("partner.example.com", "partner", "sni"), ("gw.example.com", "internal", "socket")],
+)
+async def test_the_explanation_names_what_a_tls_lookup_by_server_name_answers(
+    tmp_path: Path, server_name: str, listener: str, rule: str
+) -> None:
+    certs = write_dev_certs(tmp_path / "certs", ["partner.example.com", "gw.example.com"])
+    tls = (
+        "bindAddresses=internal:pulsar+ssl://127.0.0.1:0,internal:http://127.0.0.1:0\n"
+        f"tlsCertificateFilePath={certs.server_cert}\ntlsKeyFilePath={certs.server_key}\n"
+        "listener.partner.sniHostnames=partner.example.com\n"
+    )
+    async with running(config_of(tmp_path, tls)) as gateway:
+        context = ssl.create_default_context(cafile=str(certs.ca_cert))
+        port = gateway.port_of("internal", "pulsar+ssl")
+        answer, _ = await binary_lookup(
+            "127.0.0.1", port, TOPIC, ssl_context=context, server_hostname=server_name
+        )
+        status, explanation = await explained(
+            gateway, socket="internal:pulsar+ssl", serverName=server_name
+        )
+    assert status == 200, explanation
+    url = answer.lookupTopicResponse.brokerServiceUrl
+    assert explanation["answer"]["brokerServiceUrl"] == url == URLS[listener]
+    assert (explanation["listener"], explanation["chosenBy"]) == (listener, rule)
+    [sni] = [step for step in explanation["connection"] if step["rule"] == "sni"]
+    assert (sni["decided"], server_name in sni["found"]) == (rule == "sni", True)
