@@ -99,6 +99,32 @@ async def _baseline(body: bytes) -> HttpServer:
     return HttpServer(_spec(), app)
 
 
+class _Plain:
+    """A plain aiohttp application answering the fixed body (web.AppRunner, web.TCPSite): what
+    a user would write, with none of HttpServer's guards (connection cap, head deadline,
+    client location, error answers)."""
+
+    def __init__(self, body: bytes) -> None:
+        async def fixed(request: web.Request) -> web.Response:
+            return web.Response(body=body, content_type="application/json")
+
+        self.app = web.Application()
+        self.app.router.add_get("/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}", fixed)
+        self._runner = web.AppRunner(self.app, handle_signals=False, access_log=None)
+        self.port = 0
+
+    async def start(self) -> None:
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        server = site._server
+        assert isinstance(server, asyncio.base_events.Server)
+        self.port = server.sockets[0].getsockname()[1]
+
+    async def stop(self, timeout: float) -> None:
+        await self._runner.cleanup()
+
+
 def loop_factory(loop: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
     """The event loop the servers run on ("uvloop": not a dependency; None: asyncio's)."""
     if loop != "uvloop":
@@ -142,10 +168,13 @@ def _serve(
     async def run() -> None:
         source: FileSource | None = None
         writer: asyncio.Task[None] | None = None
+        server: HttpServer | _Plain
         if kind == "gateway":
             server, source = await _gateway(Path(snapshot))
             if writes > 0:
                 writer = asyncio.create_task(_unrelated_writes(source, writes))
+        elif kind == "plain":
+            server = _Plain(body)
         else:
             server = await _baseline(body)
         await server.start()
@@ -309,10 +338,15 @@ async def run(args: argparse.Namespace) -> tuple[list[Result], list[Result], str
         snapshot.write_text(json.dumps(cluster(3, OWNED)))
         body = await _reference_body(snapshot)
         for round_ in range(args.rounds):
-            kinds = [("baseline", "aiohttp fixed-body handler"), ("gateway", f"gateway GET {PATH}")]
+            baseline = (
+                ("plain", "plain aiohttp app, fixed body")
+                if args.baseline == "plain"
+                else ("baseline", "aiohttp fixed-body handler behind HttpServer")
+            )
+            kinds = [baseline, ("gateway", f"gateway GET {PATH}")]
             for kind, name in kinds if round_ % 2 == 0 else kinds[::-1]:
                 result = await measure(kind, name, snapshot, body, args)
-                (baselines if kind == "baseline" else gateways).append(result)
+                (gateways if kind == "gateway" else baselines).append(result)
                 print(f"round {round_ + 1}: {result.name}: {result.requests_per_s:,.0f}/s, "
                       f"{result.cpu_us_per_request:.1f} us CPU/request", flush=True)  # fmt: skip
     generator = (
@@ -435,6 +469,13 @@ def main(argv: list[str]) -> int:
         type=float,
         default=0,
         help="unrelated metadata writes per second in the gateway while measured",
+    )
+    parser.add_argument(
+        "--baseline",
+        choices=["plain", "server"],
+        default="plain",
+        help="plain: a plain aiohttp app (AppRunner, TCPSite); server: the fixed-body handler "
+        "behind the gateway's own HttpServer (what the wrapper costs is then on both sides)",
     )
     parser.add_argument("--no-write", action="store_true", help="do not update BENCHMARKS.md")
     parser.add_argument("--out", type=Path, default=Path("BENCHMARKS.md"))
