@@ -491,9 +491,19 @@ class _Stream:
         """Close the stream once the client has taken nothing of its send queue for the
         stalled-reader timeout (sampled every half of it)."""
         timeout = self.watches.settings.stalled_reader_timeout
-        while not self._send_queue.stalled(timeout / 2, timeout):
+        queue = self._send_queue
+        while not queue.stalled(timeout / 2, timeout):
+            # A stream that takes nothing of what waits for it may be closed early to make
+            # room in the byte budget for a client that reads (serving.held_bytes).
+            if queue.still_for > 0:
+                self.held.stalled(self, self._closed_for_room)
+            else:
+                self.held.reading(self)
             await asyncio.sleep(timeout / 2)
         self._stalled()
+
+    def _closed_for_room(self, _why: str) -> None:
+        self._stalled()  # (its bytes were given back by the budget)
 
     def _stalled(self) -> None:
         log.info("ownership watch: closing the stream of %s: it reads nothing", self.client)
