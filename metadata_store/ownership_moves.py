@@ -196,6 +196,14 @@ def replace(client: KazooClient, nodes: Mapping[str, Any]) -> list[str]:
         except (NoNodeError, NotEmptyError):
             continue
         deleted.append(path)
+    # Parents left empty (a namespace none of whose bundles is owned any more) go too, but
+    # for the roots: as brokers leave them, nothing reads an empty one as a node of its own.
+    emptied = {a for path in deleted for a in _ancestors(path)} - kept - set(DUMP_ROOTS)
+    for path in sorted(emptied, key=lambda p: -p.count("/")):
+        try:
+            client.delete(path)
+        except (NoNodeError, NotEmptyError):
+            continue
     return sorted(deleted)
 
 

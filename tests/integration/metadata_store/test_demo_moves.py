@@ -172,3 +172,21 @@ async def test_the_watch_walkthrough_sees_each_demo_command(
         assert await run("stop-broker", "broker-3") == 0
         assert (await about_topic())["type"] == "unowned"
     capsys.readouterr()
+
+
+def test_seed_replace_leaves_no_empty_parent_behind(
+    url: str, zk_admin: KazooClient, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A snapshot without any ownership node of acme/payments: its bundles are deleted, and
+    the namespace's ownership parent with them, so a dump is the snapshot again."""
+    nodes = {
+        path: data
+        for path, data in read_snapshot(DEMO).items()
+        if not path.startswith("/namespace/acme/")
+    }
+    changed = tmp_path / "no-acme-owners.json"
+    write_snapshot(changed, nodes)
+    assert main(["seed", "--metadata", url, "--snapshot", str(changed), "--replace"]) == 0
+    assert "deleted 5 znodes" in capsys.readouterr().out
+    assert not zk_admin.exists("/namespace/acme")
+    assert dump(zk_admin) == nodes
