@@ -17,6 +17,7 @@ BENCHMARKS = (
     "client_location",
     "watch",
     "freshness",
+    "forwarded_storm",
 )
 
 
