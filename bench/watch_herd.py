@@ -150,7 +150,8 @@ async def _stream(
 
 async def _first_answers(
     ws: aiohttp.ClientWebSocketResponse, topics: list[str], sent: float, firsts: list[float]
-) -> None:
+) -> bool:
+    """Whether every topic was answered (False: the gateway closed the stream first)."""
     waiting = set(topics)
     async for message in ws:
         body = json.loads(message.data)
@@ -159,14 +160,15 @@ async def _first_answers(
             waiting.discard(topic)
             firsts.append(time.perf_counter() - sent)
             if not waiting:
-                return
+                return True
+    return False
 
 
 async def herd(
     session: aiohttp.ClientSession, url: str, args: argparse.Namespace, round_: int
-) -> tuple[float, float, list[float]]:
+) -> tuple[float, float, list[float], int]:
     """One herd: (when the subscribes were sent, when the last first answer came, every
-    topic's first answer's wait)."""
+    topic's first answer's wait, the streams closed before all their answers)."""
     opened = asyncio.Semaphore(CONNECT_BATCH)
     streams = await asyncio.gather(*(_stream(session, url, opened) for _ in range(args.streams)))
     await asyncio.sleep(1.0)
@@ -182,10 +184,10 @@ async def herd(
         sent = time.perf_counter()
         await ws.send_str(frame)
         waits.append(asyncio.create_task(_first_answers(ws, topics, sent, firsts)))
-    await asyncio.wait_for(asyncio.gather(*waits), 120)
+    answered = await asyncio.wait_for(asyncio.gather(*waits), 120)
     ended = time.perf_counter()
     await asyncio.gather(*(ws.close() for ws in streams))
-    return started, ended, firsts
+    return started, ended, firsts, answered.count(False)
 
 
 async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -241,7 +243,7 @@ async def _round(
         quiet_from = time.perf_counter()
         await asyncio.sleep(QUIET)
         quiet_to = time.perf_counter()
-        started, ended, firsts = await herd(session, url, args, round_)
+        started, ended, firsts, closed = await herd(session, url, args, round_)
         await asyncio.sleep(AFTER)
         mine.send("stop")
         samples: list[tuple[float, float]] = await loop.run_in_executor(None, receive, mine, 30)
@@ -269,6 +271,7 @@ async def _round(
         "first_p99_ms": percentile(firsts, 0.99) * 1000,
         "first_max_ms": max(firsts, default=float("nan")) * 1000,
         "herd_s": ended - started,
+        "closed": closed,
     }
 
 
@@ -295,6 +298,8 @@ def main(argv: list[str]) -> None:
             f" {r['first_p50_ms']:.0f} / {r['first_p99_ms']:.0f} / {r['first_max_ms']:.0f} ms |"
             f" {r['herd_s']:.2f} s |"
         )
+        if r["closed"]:
+            print(f"note: {r['closed']} streams were closed before all their first answers")
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
 
 

@@ -28,8 +28,8 @@ INVALID_TOLD = 16
 SLICE = 64  # names a subscribe parses at a time (then waits for its next turn)
 #: What a watched topic holds besides its name, for each stream that watches it: the
 #: watched-topic object, its slots in the index and the stream's set, its filing by the keys
-#: that may change it, its shared state (measured in a child gateway: ~720 bytes a topic).
-TOPIC_BYTES = 800
+#: that may change it, its shared state (measured in a child gateway: ~490 bytes a topic).
+TOPIC_BYTES = 512
 
 
 def topic_bytes(full: str) -> int:

@@ -116,7 +116,11 @@ class WatchIndex:
         # route -> topic -> watched topic (a dict per route, not a key per topic)
         self._routes: dict[Route, dict[str, WatchedTopic]] = {}
         self.count = 0
-        self._by_key: dict[Key, set[WatchedTopic]] = {}
+        # Topics filed by their set of keys (topics of a bundle in the same state share one:
+        # lookup.ownership_changes.depends_on), and each key's sets: a topic takes one slot,
+        # not one per key.
+        self._by_keys: dict[frozenset[Key], set[WatchedTopic]] = {}
+        self._keysets: dict[Key, set[frozenset[Key]]] = {}
         # Topics not found, by the nodes whose appearance may change that: parent -> name ->
         # topics (a list written tells its parent: its watched names are checked in it).
         self._absent: dict[str, dict[str, set[WatchedTopic]]] = {}
@@ -165,23 +169,36 @@ class WatchIndex:
 
     # -- by what may change them ----------------------------------------------------------
 
-    def under(self, key: Key) -> Iterable[WatchedTopic]:
+    def under(self, key: Key) -> Iterator[WatchedTopic]:
         """The topics whose state a change of `key` may change."""
-        return self._by_key.get(key, ())
+        for keys in list(self._keysets.get(key, ())):
+            yield from list(self._by_keys.get(keys, ()))
 
     def file(self, entry: WatchedTopic, keys: frozenset[Key]) -> None:
         """File `entry` under `keys` (and by its own nodes while it is not found)."""
         if keys is entry.keys:
             return
-        index = self._by_key
-        for key in entry.keys - keys:
-            entries = index.get(key)
-            if entries is not None:
-                entries.discard(entry)
-                if not entries:
-                    del index[key]
-        for key in keys - entry.keys:
-            index.setdefault(key, set()).add(entry)
+        by_keys, keysets = self._by_keys, self._keysets
+        old = entry.keys
+        if old:
+            members = by_keys.get(old)
+            if members is not None:
+                members.discard(entry)
+                if not members:
+                    del by_keys[old]
+                    for key in old:
+                        holding = keysets.get(key)
+                        if holding is not None:
+                            holding.discard(old)
+                            if not holding:
+                                del keysets[key]
+        if keys:
+            members = by_keys.get(keys)
+            if members is None:
+                members = by_keys[keys] = set()
+                for key in keys:
+                    keysets.setdefault(key, set()).add(keys)
+            members.add(entry)
         entry.keys = keys
         absent = any(key[0] == ABSENT for key in keys)
         if absent != bool(entry.absent):
