@@ -165,6 +165,16 @@ class LookupRoutes:
             if isinstance(route, Refusal):
                 return failure_response(route.failure)
             choice = route.choice
+            checked = False
+
+            async def check_allowed() -> None:
+                # As the broker's web service: after the namespace checks and authorization,
+                # a persistent topic that neither exists nor may be created is 404 (checked
+                # before a broker is asked too: it would take the bundle).
+                nonlocal checked
+                await self.service.check_lookup_allowed(topic)
+                checked = True
+
             answer = await self.service.lookup(
                 topic,
                 choice,
@@ -172,11 +182,11 @@ class LookupRoutes:
                 role=route.role,
                 client=client,
                 principal=principal(request, route.role),
+                before_forward=check_allowed,
             )
-            if answer.peer_cluster is None:  # (another cluster's topics are not in our store)
-                # As the broker's web service: after the namespace checks and authorization,
-                # a persistent topic that neither exists nor may be created is 404.
-                await self.service.check_lookup_allowed(topic)
+            # (another cluster's topics are not in our store)
+            if answer.peer_cluster is None and not checked:
+                await check_allowed()
             if answer.response is ResponseKind.CONNECT:
                 return _Answered(connect_response, lookup_body(answer.urls), route, answer)
             location = redirect_location(answer, secure=request.secure)

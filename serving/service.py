@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Collection, Hashable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Collection, Hashable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from pulsar_lookup_gateway.lookup.authorization import LookupAuthorizer
@@ -134,6 +134,7 @@ class LookupService:
         principal: Hashable = None,
         forward: bool = True,
         keep: bool = True,
+        before_forward: Callable[[], Awaitable[None]] | None = None,
     ) -> LookupAnswer:
         """The answer for `topic` on the chosen listener. `role`: the authenticated client's
         role, checked when authorization is on (None: the socket needs no authentication).
@@ -143,7 +144,8 @@ class LookupService:
         go with a lookup forwarded to a broker (`forwarded`); `forward=False`: the metadata's
         own answer (the ownership watch reports what the metadata shows); `keep=False`: the
         answer is not kept in the memo (the ownership watch keeps its topics' states itself,
-        and a kept answer would hold each watched name twice more)."""
+        and a kept answer would hold each watched name twice more); `before_forward`: checks
+        that must pass before a broker is asked (it may take the bundle)."""
         labels = self._labels(choice, protocol)
         started = time.perf_counter()
         admission = self.admission
@@ -164,6 +166,8 @@ class LookupService:
                     held = ANSWER_BYTES + 2 * len(key[0])  # (its parsed name: the name's parts)
                     self._keep(self._answers, key, answer, place, held)
             if forward and answer.needs_broker and self.forwarded is not None:
+                if before_forward is not None:
+                    await before_forward()
                 answer = await self.forwarded.answer(
                     answer,
                     watched=self._watches_ownership(),

@@ -318,3 +318,20 @@ async def test_plain_http_redirect_without_an_http_url_is_412(tmp_path: Path) ->
             await in_thread(produce, url, TOPIC, timeout=2)
     assert status == 412
     assert json.loads(body) == {"reason": "Redirected cluster's service url is not configured."}
+
+
+async def test_http_lookup_of_a_topic_that_may_not_be_created_asks_no_broker(
+    tmp_path: Path,
+) -> None:
+    # A broker asked would take the bundle for a topic the gateway then answers 404.
+    brokers = OneBindCluster(load_manager=MODULAR, leader=2, assignee=1)
+    conf = "allowAutoTopicCreation=false\n"
+    async with world(tmp_path, brokers, extra_conf=conf) as gateway:
+        rest = "/lookup/v2/topic/persistent/public/default/" + TOPIC.rsplit("/", 1)[1]
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(http_url(gateway, "external") + rest, allow_redirects=False) as response,
+        ):
+            status = response.status
+    assert status == 404
+    assert all(not b.lookups() for b in brokers.brokers)
