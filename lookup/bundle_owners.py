@@ -31,14 +31,18 @@ from pulsar_lookup_gateway.lookup.view import ClusterView
 __all__ = ["bundles_with_owners", "holder_of"]
 
 
-def bundles_with_owners(view: ClusterView, namespace: NamespaceName) -> NamespaceBundles | None:
+def bundles_with_owners(
+    view: ClusterView, namespace: NamespaceName, table_view: bool | None = None
+) -> NamespaceBundles | None:
     """The namespace's bundles, where the view can tell their owners; None where it cannot
     (the extensible load manager without its table view). NAMESPACE_NOT_FOUND when the
-    namespace does not exist."""
+    namespace does not exist. `table_view`: the brokers' configured table view
+    (ResolvePolicy.table_view; None: the tree's presence tells)."""
     bundles = view.bundles(namespace)
     if bundles is None:
         raise namespace_not_found(namespace)
-    if view.broker_registry().extensible and not view.uses_table_view():
+    reads_tree = view.uses_table_view() if table_view is None else table_view
+    if view.broker_registry().extensible and not reads_tree:
         return None
     return bundles
 

@@ -16,6 +16,7 @@ from typing import Protocol, TypeVar
 from pulsar_lookup_gateway.lookup.authorization import LookupAuthorizer
 from pulsar_lookup_gateway.lookup.bundle_owners import bundles_with_owners, holder_of
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
+from pulsar_lookup_gateway.lookup.resolve import ResolvePolicy
 from pulsar_lookup_gateway.lookup.topic_list import (
     ListingWork,
     TopicLister,
@@ -32,6 +33,7 @@ class Reads(Protocol):
     """What the queries take of the lookup service."""
 
     authorizer: LookupAuthorizer | None
+    policy: ResolvePolicy  # (its table_view: whether /service_unit_state tells the owners)
 
     def admitted(self) -> contextlib.AbstractContextManager[None]: ...
 
@@ -91,7 +93,8 @@ class NamespaceQueries:
     async def _holders(self, name: NamespaceName) -> frozenset[str] | None:
         """The brokers holding `name`'s bundles (None: unknown); each bundle is its own read,
         so a namespace of many bundles may fetch as many ownership nodes."""
-        bundles = await self._reads.read(lambda view: bundles_with_owners(view, name))
+        table_view = self._reads.policy.table_view
+        bundles = await self._reads.read(lambda view: bundles_with_owners(view, name, table_view))
         if bundles is None:
             return None
         brokers: set[str] = set()

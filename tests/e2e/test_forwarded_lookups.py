@@ -335,3 +335,22 @@ async def test_http_lookup_of_a_topic_that_may_not_be_created_asks_no_broker(
             status = response.status
     assert status == 404
     assert all(not b.lookups() for b in brokers.brokers)
+
+
+async def test_system_topic_view_rest_list_asks_every_broker_not_the_stale_tree(
+    tmp_path: Path,
+) -> None:
+    brokers = OneBindCluster(load_manager=EXTENSIBLE)
+    conf = f"loadManagerServiceUnitStateTableViewClassName={SYSTEM_TOPIC_VIEW}\n"
+    nodes = stale_tree("b1:8080")
+    async with world(tmp_path, brokers, extra_conf=conf, extra_nodes=nodes) as gateway:
+        rest = "/admin/v2/namespaces/public/default/topics?mode=NON_PERSISTENT"
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(http_url(gateway, "internal") + rest) as response,
+        ):
+            status = response.status
+    assert status == 200
+    # the owners are unknown (the system topic): every live broker is asked, b2 too
+    for broker in brokers.brokers:
+        assert "GET_TOPICS_OF_NAMESPACE" in broker.bind.types_seen(), broker.broker_id
