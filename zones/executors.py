@@ -8,7 +8,8 @@ pickled (`prepare`):
 
 - the executors' Python is `spark.pyspark.python` if set, else PYSPARK_PYTHON, else, on a local
   master (the executors are this machine's), this interpreter;
-- this package ships itself to them (zones.shipping);
+- this package ships itself to them (zones.shipping), unless they run this very interpreter
+  on this machine and it has the package installed;
 - unless they run this very interpreter on this machine, one task asks them, once per context,
   whether they can import pyarrow and this package's Spark side; a Python that cannot, or
   cannot start, is one line naming what to set (`ExecutorPythonError`).
@@ -16,13 +17,14 @@ pickled (`prepare`):
 
 from __future__ import annotations
 
+import importlib.machinery
 import os
 import re
 import sys
 from typing import Any
 
 from pulsar_lookup_gateway.zones.pairs import ZonesError
-from pulsar_lookup_gateway.zones.shipping import ship
+from pulsar_lookup_gateway.zones.shipping import PACKAGE, ship
 
 #: The setting that names the executors' Python.
 PYTHON_SETTING = "spark.pyspark.python"
@@ -44,6 +46,25 @@ def is_local(master: str) -> bool:
     return re.fullmatch(r"local(\[[^\]]*\])?", master) is not None
 
 
+def installed() -> bool:
+    """Whether this interpreter imports this package wherever it runs: from its site (an
+    install, an editable one's finder, a .pth) or PYTHONPATH, not only from the folder of the
+    script it runs (`sys.path[0]`), which its Python workers do not have."""
+    if importlib.machinery.PathFinder.find_spec(PACKAGE, sys.path[1:]) is not None:
+        return True
+    builtin = (importlib.machinery.PathFinder, importlib.machinery.BuiltinImporter,
+               importlib.machinery.FrozenImporter)  # fmt: skip
+    for finder in sys.meta_path:
+        if finder in builtin or not hasattr(finder, "find_spec"):
+            continue
+        try:
+            if finder.find_spec(PACKAGE, None) is not None:
+                return True
+        except Exception:  # a third-party finder's failure is no answer
+            continue
+    return False
+
+
 def choose_python(context: Any) -> str:
     """Sets and returns the Python the context's workers run (see the module's rule)."""
     chosen = context.getConf().get(PYTHON_SETTING) or os.environ.get("PYSPARK_PYTHON")
@@ -61,9 +82,13 @@ def prepare(spark: Any) -> None:
     ExecutorPythonError when it cannot import what the job needs."""
     context = getattr(spark, "sparkContext", spark)
     python = choose_python(context)
-    ship(context)
     if is_local(context.master) and python == sys.executable:
-        return  # this interpreter: it imports pyarrow and this package (it runs this code)
+        # This interpreter: it imports pyarrow and, installed, this package (its workers get
+        # this environment), so nothing is shipped: a 10 MB archive built, copied, unpacked.
+        if not installed():
+            ship(context)
+        return
+    ship(context)
     key = (str(context.applicationId), python)
     if key not in _checked:
         check(context, python)

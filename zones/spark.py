@@ -152,26 +152,30 @@ def _spark_schema(columns: Sequence[str]) -> str:
 class ZonePlan:
     """One job's answers, as lazy DataFrames of the answer columns, and their summary.
 
-    `routed` (cached by the first action that reads it, the write) holds one row per topic, or
-    per partition of a partitioned topic, with its answer key; a null key sends the topic text
-    to the per-pair path. `fast` is the table's answers for the rows with a key, `nodes` and
-    `policy` what the per-pair path answers the others with."""
+    `routed` holds one row per topic, or per partition of a partitioned topic, with its answer
+    key; a null key sends the topic text to the per-pair path. `fast` is the table's answers
+    for the rows with a key, `nodes` and `policy` what the per-pair path answers the others
+    with. `keys` observes the routed rows as `fast` is written: the answer keys' counts (a
+    histogram of at least as many bins as there are keys, so exact) and the rows without one."""
 
     table: AnswerTable
     routed: Any  # DataFrame: topic, partition, key
     fast: Any  # DataFrame of the table's answers
     nodes: dict[str, Any]
     policy: ResolvePolicy
+    keys: Any = None  # pyspark Observation over `routed` (see `_observed`)
+    _written: bool = False  # the write ran, so `keys` holds the counts
     _keyed: list[tuple[int | None, int]] | None = None
     _per_pair: Any = None
 
     def write(self, path: str) -> None:
         """The answers as Parquet partitioned by zone (Spark's overwrite mode). The table's
-        answers are written in the one pass over the topics (which also caches the routed
-        rows); the per-pair path's answers, when any row has no key, are appended from the
-        cache."""
+        answers are written in the one pass over the topics, which also counts the answer
+        keys; the per-pair path's answers, when any row has no key, are appended (the topics
+        read again: unusual names are few)."""
         with _described(self.routed, "resolve-zones: write the answers"):
             self.fast.write.mode("overwrite").partitionBy("zone").parquet(path)
+        self._written = self.keys is not None
         if self.per_pair is not None:
             with _described(self.routed, "resolve-zones: write the per-pair answers"):
                 self.per_pair.write.mode("append").partitionBy("zone").parquet(path)
@@ -207,19 +211,52 @@ class ZonePlan:
         return build_summary(counts, self.table.zones)
 
     def release(self) -> None:
-        """Drops the cached frames."""
-        self.routed.unpersist()
+        """Drops the cached per-pair answers."""
         if self._per_pair is not None:
             self._per_pair.unpersist()
 
     def _key_counts(self) -> list[tuple[int | None, int]]:
-        """Routed rows per answer key (None: the per-pair path's), from the cache: one small
-        job, once."""
+        """Routed rows per answer key (None: the per-pair path's): observed by the write, or
+        (before one) counted by a job of their own, once."""
+        if self._keyed is None and self._written:
+            self._keyed = _observed_counts(self.keys.get)  # a property
         if self._keyed is None:
             with _described(self.routed, "resolve-zones: count the answer keys"):
                 rows = self.routed.groupBy("key").count().collect()
             self._keyed = [(row["key"], int(row["count"])) for row in rows]
         return self._keyed
+
+
+def _observed(routed: Any, table: AnswerTable) -> tuple[Any, Any]:
+    """`routed` observed (the rows pass unchanged) and its Observation: per answer key, how
+    many rows have it, and how many have none. Counted as the write passes, instead of
+    caching the routed rows for a second job (a cache is built by a job of its own, and keeps
+    the heap full while the write runs). Spark's histogram_numeric keeps one bin per distinct
+    value until it has more than its bins, and merges the closest ones first (equal keys), so
+    with at least as many bins as keys it counts exactly."""
+    from pyspark.sql import Observation
+
+    keys = (max((b.bundle_id for b in table.buckets), default=0) + 1) * len(DOMAINS)
+    bins = min(2**31 - 1, max(keys, 2) * 64)
+    observation = Observation()
+    observed = routed.observe(
+        observation,
+        F.histogram_numeric(F.col("key"), F.lit(bins)).alias("keys"),
+        F.count_if(F.col("key").isNull()).alias("without"),
+    )
+    return observed, observation
+
+
+def _observed_counts(metrics: dict[str, Any]) -> list[tuple[int | None, int]]:
+    """(key, rows) from the observed histogram (its bins are (key, count) as doubles, a key
+    possibly in several bins: one per partition), and (None, rows without a key)."""
+    counts: dict[int | None, int] = {}
+    for point in metrics["keys"] or ():
+        key = round(point["x"])
+        counts[key] = counts.get(key, 0) + round(point["y"])
+    if metrics["without"]:
+        counts[None] = int(metrics["without"])
+    return list(counts.items())
 
 
 def _native_names(topics: Any) -> Any:
@@ -399,13 +436,13 @@ def plan_zones(
     the command line builds it while Spark starts).
 
     Lazy: runs no job; the first action over the answers (the write) parses and routes the
-    topics and caches the routed rows for the rest (the per-pair path, the summary). Call
-    `release()` when done."""
+    topics and counts the answer keys on the way (the summary; the per-pair path, when some
+    name has no key, reads the topics again). Call `release()` when done."""
     table, routed, answers = _route(
         spark, nodes, topics_df, zones, policy, partitions, protocol, table
     )
-    routed = routed.persist()
-    return ZonePlan(table, routed, _fast_answers(routed, answers, table), nodes, policy)
+    observed, keys = _observed(routed, table)
+    return ZonePlan(table, routed, _fast_answers(observed, answers, table), nodes, policy, keys)
 
 
 @contextmanager
