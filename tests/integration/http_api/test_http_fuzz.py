@@ -95,11 +95,14 @@ class BackgroundGateway:
         service = LookupService(self.source, internal_listener="internal")
         self.link = BrokerLink(service)
         spec = SocketSpec(Endpoint(Scheme.HTTP, "127.0.0.1", 0), self.listener, "fuzz socket")
-        table: list[dict[str, object]] = [{"url": spec.endpoint.url, "listener": self.listener}]
+        # The rows the running gateway lists (gateway.process), filled in once the port is known.
+        table: list[dict[str, object]] = []
         settings = HttpSettings(self.listener, listener_table=lambda: table)
         app = build_app(service, settings, broker_link=self.link)
         self.server = HttpServer(spec, app)
         await self.server.start()
+        row = {"address": f"127.0.0.1:{self.server.port}", "scheme": "http", "tls": False}
+        table.append({**row, "listener": self.listener, "origin": spec.origin, "advertised": []})
 
     async def _stop(self) -> None:
         if self.server is not None:
