@@ -25,6 +25,7 @@ WATCH = "/lookup/v2/watch"
 OPERATIONS = (
     "/metrics",
     "/admin/v2/gateway/listeners",
+    "/admin/v2/gateway/explain?topic=t1",
     "/openapi.json",
     "/health",
     "/ready",
