@@ -471,7 +471,8 @@ class _Stream:
             # many small frames instead of one each)
             for start in range(0, len(messages), SEND_SLICE):
                 batch = messages[start : start + SEND_SLICE]
-                await turns.take(len(batch) * MESSAGE)
+                # (ahead of the watch's other work: sending gives the queued bytes back)
+                await turns.take(len(batch) * MESSAGE, first=True)
                 try:
                     await asyncio.wait_for(self._send(batch), timeout)
                 except TimeoutError:

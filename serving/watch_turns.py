@@ -40,17 +40,21 @@ class Turns:
         self.turns = 0  # iterations that gave units (tests read it)
         self.largest = 0  # the most units given in one iteration (tests read it)
 
-    async def take(self, units: int) -> None:
+    async def take(self, units: int, *, first: bool = False) -> None:
         """Wait until `units` of work may run: at once when nothing else ran in this iteration
         and nobody waits, else in a later iteration, after those who asked before (a slice
-        over the whole budget runs alone)."""
+        over the whole budget runs alone). `first`: ahead of those who wait (work that gives
+        memory back: writing queued messages out)."""
         units = max(1, units)
         if self.spent == 0 and not self._waiting:
             self._count(units)
             self._schedule()
             return
         future = asyncio.get_running_loop().create_future()
-        self._waiting.append((future, units))
+        if first:
+            self._waiting.appendleft((future, units))
+        else:
+            self._waiting.append((future, units))
         self._schedule()
         await future  # (cancelled: skipped when its turn comes)
 

@@ -64,3 +64,19 @@ async def test_a_slice_over_the_budget_runs_alone_and_a_cancelled_wait_is_skippe
     second.cancel()
     await asyncio.wait_for(third, 1)
     assert second.cancelled()
+
+
+async def test_work_that_gives_memory_back_goes_first() -> None:
+    turns = Turns(budget=10)
+    order: list[str] = []
+
+    async def slice_of(name: str, first: bool) -> None:
+        await turns.take(10, first=first)
+        order.append(name)
+
+    await turns.take(10)  # (this iteration's budget is spent: the others wait)
+    tasks = [asyncio.create_task(slice_of(f"work{n}", False)) for n in range(3)]
+    await asyncio.sleep(0)
+    tasks.append(asyncio.create_task(slice_of("send", True)))
+    await asyncio.gather(*tasks)
+    assert order.index("send") < order.index("work2")  # (work2 asked before it)
