@@ -28,6 +28,7 @@ from pulsar_lookup_gateway.listeners.auth import Authenticator
 from pulsar_lookup_gateway.metadata_store.open import open_source
 from pulsar_lookup_gateway.metadata_store.synthetic import topic_in_range
 from pulsar_lookup_gateway.metadata_store.url import parse_metadata_url
+from pulsar_lookup_gateway.serving.held_bytes import HeldBytes
 from pulsar_lookup_gateway.serving.metrics import LookupMetrics
 from pulsar_lookup_gateway.serving.service import LookupService
 from pulsar_lookup_gateway.tls.metrics import TlsMetrics
@@ -254,7 +255,7 @@ def sample_names(families: Iterable[Metric]) -> set[str]:
 
 def metric_object_names() -> set[str]:
     """The sample names of every metric object a gateway registers: the lookup service's, TLS's,
-    authentication's and the ownership watch's."""
+    authentication's, the ownership watch's and the byte budget's."""
     registry = CollectorRegistry()
     service = LookupService(
         open_source(parse_metadata_url(f"file:{DEMO}")), metrics=LookupMetrics(registry)
@@ -262,6 +263,7 @@ def metric_object_names() -> set[str]:
     TlsMetrics(registry)
     Authenticator(registry=registry)
     WatchMetrics(service, lambda: 0)
+    HeldBytes().expose(service.metrics)
     return sample_names(registry.collect())
 
 
