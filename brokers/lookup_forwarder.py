@@ -77,9 +77,8 @@ class BrokerLookupForwarder:
             self._link.settings, principal if isinstance(principal, Principal) else ANONYMOUS
         )
         try:
-            return await asyncio.wait_for(
-                self._follow(answer, tuple(properties), sent), self._deadline
-            )
+            async with asyncio.timeout(self._deadline):  # (cheaper than wait_for: no task)
+                return await self._follow(answer, tuple(properties), sent)
         except TimeoutError:
             raise unavailable(
                 "the brokers did not answer the lookup in time; retry",

@@ -21,6 +21,7 @@ import aiohttp
 import pulsar
 import pytest
 
+from pulsar_lookup_gateway.brokers.lookup_forwarder import BrokerLookupForwarder
 from pulsar_lookup_gateway.gateway.cli import describe_config
 from pulsar_lookup_gateway.gateway.process import Gateway
 from pulsar_lookup_gateway.listeners.protocol import codec
@@ -354,3 +355,26 @@ async def test_system_topic_view_rest_list_asks_every_broker_not_the_stale_tree(
     # the owners are unknown (the system topic): every live broker is asked, b2 too
     for broker in brokers.brokers:
         assert "GET_TOPICS_OF_NAMESPACE" in broker.bind.types_seen(), broker.broker_id
+
+
+async def test_a_broker_that_does_not_answer_is_service_not_ready_by_the_deadline(
+    tmp_path: Path,
+) -> None:
+    brokers = OneBindCluster(load_manager=MODULAR, leader=2, assignee=1)
+    async with world(tmp_path, brokers) as gateway:
+        for broker in brokers.brokers:
+            broker.bind.silent = True  # CONNECTED, then nothing
+        service = gateway.service
+        service.forwarded = ForwardedLookups(
+            service.memo,
+            lambda: service.source.view,
+            BrokerLookupForwarder(gateway.broker_link, deadline=1.0),
+        )
+        port = gateway.port_of("external", "pulsar")
+        async with await RawClient.open("127.0.0.2", port) as client:
+            await client.handshake()
+            answer = await client.lookup(TOPIC, 1, timeout=30)
+    body = answer.lookupTopicResponse
+    assert body.response == body.Failed
+    assert body.error == codec.ServerError.ServiceNotReady
+    assert "in time" in body.message
