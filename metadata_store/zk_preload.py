@@ -17,8 +17,10 @@ rest are read on first use, as before.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Collection, Iterable
 
+from pulsar_lookup_gateway.lookup.errors import NodeNotLoaded
 from pulsar_lookup_gateway.lookup.model import (
     LOCAL_POLICIES_ROOT,
     NAMESPACE_ROOT,
@@ -44,17 +46,28 @@ class Preload:
         self._session = session
         self._timeout = timeout
         self.limit = limit
-        self.read = 0  # znodes read by the last run
+        self.read = 0  # znodes walked by the last run
+        self._done: Collection[str] = ()
 
     async def _read(self, paths: Iterable[str], *, watched: bool = True) -> dict[str, list[str]]:
         wanted = list(paths)[: max(0, self.limit - self.read)]
         self.read += len(wanted)
-        bulk = BulkRead(self._reader, self._session, wanted, watched=watched, timeout=self._timeout)
-        return await bulk.run()
+        done = self._done if watched else frozenset()
+        unread = [path for path in wanted if path not in done]
+        bulk = BulkRead(self._reader, self._session, unread, watched=watched, timeout=self._timeout)
+        lists = await bulk.run()
+        view = self._reader.view
+        for path in wanted:  # (lists this rebuild read already: as the view holds them now)
+            if path in done and path.endswith(CHILDREN):
+                with contextlib.suppress(NodeNotLoaded):
+                    lists[path] = list(view.child_names(path[: -len(CHILDREN)]))
+        return lists
 
-    async def run(self) -> int:
-        """Read ahead what lookups read; the number of znodes read."""
+    async def run(self, done: Collection[str] = ()) -> int:
+        """Read ahead what lookups read, but `done` (read again, and watched, by this rebuild
+        already); the number of znodes walked."""
         self.read = 0
+        self._done = done
         roots = await self._read((root + CHILDREN for root in _DISCOVERED), watched=False)
         tenants = {root[: -len(CHILDREN)]: names for root, names in roots.items()}
         # The lists lookups read (stored, watched): the tenants with policies, and each

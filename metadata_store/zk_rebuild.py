@@ -66,7 +66,7 @@ class CacheRebuild:
                     await reader.fetch_children(BROKERS_ROOT)
                 preloaded = 0
                 if self.preload is not None:
-                    preloaded = await self.preload.run()
+                    preloaded = await self.preload.run(frozenset(paths))
             except (LookupFailure, TimeoutError) as exc:
                 if not session.connected or generation != session.generation:
                     return  # the next CONNECTED starts another rebuild

@@ -5,6 +5,9 @@ its first lookups read nothing from ZooKeeper, answer as the lazy source does, a
 from __future__ import annotations
 
 import asyncio
+import json
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -15,6 +18,7 @@ from pulsar_lookup_gateway.lookup.errors import LookupFailure
 from pulsar_lookup_gateway.lookup.selection import ChoiceSource, ListenerChoice
 from pulsar_lookup_gateway.metadata_store.admin import encode, seed
 from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper
+from pulsar_lookup_gateway.metadata_store.kazoo_threads import BatchingClient
 from pulsar_lookup_gateway.metadata_store.synthetic import broker_node, ownership_node
 from pulsar_lookup_gateway.metadata_store.url import parse_metadata_url
 from pulsar_lookup_gateway.metadata_store.zookeeper import ZooKeeperSource
@@ -139,3 +143,30 @@ async def test_the_preload_is_bounded(
         assert bounded.reads > before
     finally:
         await bounded.close()
+
+
+def test_a_batch_of_requests_is_sent_whole_with_one_wake_up(
+    zookeeper: EmbeddedZooKeeper, zk_chroot: str, zk_admin: KazooClient
+) -> None:
+    """BatchingClient queues a batch's requests and wakes kazoo's connection thread for all of
+    them at its end (one write of as many bytes): every request is answered, in order, and
+    none before the batch ends but the one a request from another thread meanwhile woke the
+    thread for (kazoo sends the head of its queue per byte: the count stays one a request)."""
+    seed(zk_admin, {f"/n/{i}": {"i": i} for i in range(300)})
+    client = BatchingClient(hosts=zookeeper.connect_string + zk_chroot, timeout=10.0)
+    client.start(timeout=15)
+    other: list[Any] = []
+    thread = threading.Thread(target=lambda: other.append(client.get("/n/7")))
+    try:
+        with client.batch():
+            results = [client.get_async(f"/n/{i}") for i in range(300)]
+            thread.start()  # (not batched: another thread)
+            time.sleep(0.3)
+            assert sum(result.ready() for result in results) <= 1
+        values = [json.loads(result.get(timeout=10)[0])["i"] for result in results]
+        assert values == list(range(300))
+        thread.join(10)
+        assert other and json.loads(other[0][0]) == {"i": 7}
+    finally:
+        client.stop()
+        client.close()
