@@ -330,6 +330,7 @@ class _Stream:
         self._tasks: set[asyncio.Task[None]] = set()
         self._requests = WatchRequests(self, self.hub)
         self.held = watches.held
+        self._request_text = self._request_held = 0  # the request being read: its bytes
         self.reason = "client"
 
     @property
@@ -372,6 +373,12 @@ class _Stream:
     def release(self, size: int) -> None:
         self.held.release(self, size)
 
+    def names_taken(self) -> None:
+        """A subscribe's names were taken in: of the request, only its text is held now."""
+        if self._request_held > self._request_text:
+            self.release(self._request_held - self._request_text)
+            self._request_held = self._request_text
+
     def _held(self, change: int) -> bool:
         if change >= 0:
             return self.charge(change)
@@ -395,14 +402,17 @@ class _Stream:
                     await self.fail("bad_request", "requests are JSON text frames", 1003)
                     break
                 # What the request holds while it is read (its text, the names parsed from
-                # it): charged before any work, given back once it was acted on.
-                held = REQUEST_HOLDS * len(message.data)
-                if not self.charge(held):
+                # it): charged before any work; all but its text given back once its names
+                # were taken in (names_taken), the rest once it was acted on.
+                self._request_text = len(message.data)
+                self._request_held = REQUEST_HOLDS * self._request_text
+                if not self.charge(self._request_held):
                     break
                 try:
                     await self._requests.handle(message.data)
                 finally:
-                    self.release(held)
+                    self.release(self._request_held)
+                    self._request_held = 0
                 if self._closing:
                     break
         except Exception:  # a bug of ours: the client is told, the process goes on

@@ -50,6 +50,7 @@ class Stream(Protocol):
     def watching(self, topic: str) -> None: ...
     def charge(self, size: int) -> bool: ...
     def release(self, size: int) -> None: ...
+    def names_taken(self) -> None: ...
     def control(self, body: dict[str, object]) -> None: ...
     def reauthenticated(self, identity: Identity) -> None: ...
     async def fail(self, code: str, message: str, close_code: int) -> None: ...
@@ -76,9 +77,10 @@ class WatchRequests:
                 return await stream.fail(
                     "bad_request", f"{kind}: 'topics' is a list of topic names", 1008
                 )
-            if kind == "subscribe":
-                return await self._subscribe(topics)
-            return self._unsubscribe(topics)
+            if kind == "unsubscribe":
+                return self._unsubscribe(topics)
+            del topics  # (the names go on in the request alone: freed once taken in)
+            return await self._subscribe(request)
         if kind == "update_token":
             token = request.get("token")
             if not isinstance(token, str):
@@ -91,7 +93,8 @@ class WatchRequests:
             1008,
         )
 
-    async def _subscribe(self, names: list[str]) -> None:
+    async def _subscribe(self, request: dict[str, list[str]]) -> None:
+        names = request.pop("topics")
         stream = self.stream
         state = stream.state
         limit = state.max_topics
@@ -134,7 +137,14 @@ class WatchRequests:
             return
         # (the hub adds each to the stream's topics; topics watched already are told again:
         # one message per topic after a subscribe)
-        await self.hub.subscribe(stream, topics.values(), stream.route.choice, stream.role)
+        waiting = await self.hub.subscribe(
+            stream, topics.values(), stream.route.choice, stream.role
+        )
+        # The parsed names are dropped while the first answers are made: only the request's
+        # text is held then (charged REQUEST_HOLDS x its text: the rest is given back).
+        del names, topics
+        stream.names_taken()
+        await self.hub.first_answers(waiting)
 
     def _invalid(self, name: str, message: str) -> None:
         # (the name as given, cut short: an invalid name may be any size)

@@ -61,10 +61,10 @@ class OwnershipWatch:
 
     async def subscribe(
         self, sink: Sink, topics: Collection[TopicName], choice: ListenerChoice, role: str | None
-    ) -> None:
-        """Watch `topics` for `sink`; returns once each was looked up (or FIRST_ANSWER_WAIT
-        passed): a stream reads its next request only then, so one client has one batch of
-        lookups in flight at most."""
+    ) -> list[asyncio.Future[None]]:
+        """Watch `topics` for `sink`; the first lookups still to make, for `first_answers`: a
+        stream reads its next request only once they were made, so one client has one batch
+        of lookups in flight at most."""
         self._observe()
         waiting: list[asyncio.Future[None]] = []
         index, lookups = self._index, self._lookups
@@ -81,6 +81,11 @@ class OwnershipWatch:
                 sink.deliver(entry.name, message)
             elif entry.first is not None and not entry.first.done():
                 waiting.append(entry.first)
+        return waiting
+
+    @staticmethod
+    async def first_answers(waiting: list[asyncio.Future[None]]) -> None:
+        """Wait for a subscribe's first lookups (at most FIRST_ANSWER_WAIT)."""
         if waiting:
             await asyncio.wait(waiting, timeout=FIRST_ANSWER_WAIT)
 
