@@ -536,6 +536,18 @@ class _Listed:
     size: int = 0  # how many names that list held when this was built
 
 
+class _Build:
+    """A list being made (its steps), shared by the listings that want it meanwhile."""
+
+    __slots__ = ("listed", "names", "size", "steps")
+
+    def __init__(self, names: object, size: int, steps: Generator[None, None, _Listed]) -> None:
+        self.names = names
+        self.size = size
+        self.steps = steps
+        self.listed: _Listed | None = None
+
+
 class _Slice:
     """The clock of one step of a listing: `over(cost)` reads it once `_CLOCK_EVERY` units of
     work (bytes matched or hashed, 16 a name parsed or merged) were done since the last
@@ -620,6 +632,7 @@ class TopicLister:
         self._refilled = wall()
         self._lists: OrderedDict[tuple[NamespaceName, bool], _Listed] = OrderedDict()
         self._filtered: OrderedDict[tuple[NamespaceName, str], _Listed] = OrderedDict()
+        self._building: dict[tuple[NamespaceName, bool], _Build] = {}  # lists being made
 
     def listing(
         self,
@@ -712,8 +725,29 @@ class TopicLister:
             return cached
         if not size:
             return _Listed(names, (), topics_hash(()), 0)
-        assert isinstance(names, Iterable)
-        topics = yield from topics_in_steps(names, namespace, system, self._slice.over)
+        # Listings of one list at the same time share its build (each copy of a big
+        # namespace's list in the making would hold its names: one per request otherwise).
+        build = self._building.get(key)
+        if build is None or build.names is not names or build.size != size:
+            assert isinstance(names, Iterable)
+            build = self._building[key] = _Build(names, size, self._build(key, names, size))
+            if len(self._building) > self.max_entries:  # (builds their listings gave up)
+                del self._building[next(iter(self._building))]
+        while build.listed is None:
+            try:
+                next(build.steps)
+            except StopIteration as done:
+                build.listed = done.value
+                if self._building.get(key) is build:
+                    del self._building[key]
+                break
+            yield
+        return build.listed
+
+    def _build(
+        self, key: tuple[NamespaceName, bool], names: Iterable[str], size: int
+    ) -> Generator[None, None, _Listed]:
+        topics = yield from topics_in_steps(names, key[0], key[1], self._slice.over)
         hashed = yield from self._hash(topics)
         listed = _Listed(names, tuple(topics), hashed, size)
         _remember(self._lists, key, listed, self.max_entries)

@@ -324,6 +324,24 @@ def test_the_first_listing_of_a_big_namespace_is_made_in_steps() -> None:
     assert listing.topics_hash == topics_hash(listing.topics)
 
 
+def test_listings_of_a_list_in_the_making_share_its_build() -> None:
+    """Review: each listing of a big namespace not listed yet would build (and hold) its own
+    copy of the list; listings at the same time share one build."""
+    view = view_with(*(f"topic-{n:05d}" for n in range(3000)))
+    lister = TopicLister(clock=StepClock(0.001))
+    first = lister.begin(view, NS)
+    second = lister.begin(view, NS, "public/default/topic-0000.")
+    done: dict[int, TopicListing] = {}
+    while len(done) < 2:
+        for index, work in enumerate((first, second)):
+            if index not in done and (listing := work.step(0.002)) is not None:
+                done[index] = listing
+    assert len(done[0].topics) == 3000 and len(done[1].topics) == 10
+    assert lister.begin(view, NS).step(0.002) == done[0]
+    assert lister._lists[(NS, False)].topics is done[0].topics  # one list, made once
+    assert not lister._building
+
+
 def test_a_short_list_is_made_in_one_step() -> None:
     clock = StepClock(1.0)  # every reading is over any budget
     work = TopicLister(clock=clock).begin(view_with("a", "b"), NS, "public/default/a")
