@@ -426,6 +426,8 @@ class _Stream:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            if self._tasks:  # (a close decided meanwhile tells the client why before it ends)
+                await asyncio.gather(*self._tasks, return_exceptions=True)
             self.hub.unsubscribe(self, list(self.state.topics), self.route.choice, self.role)
             self.held.forget(self)
             self.metrics.closed.labels(self.reason).inc()
