@@ -21,7 +21,7 @@ from pulsar_lookup_gateway.metadata_store.admin import seed
 from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper, free_port
 from tests.deploy.gateways import GatewayProcess, demo_nodes
 from tests.processes import DEMO
-from tests.reliability.test_workers import STARTED, lookup
+from tests.reliability.worker_gateway import STARTED, lookup
 
 PREFIX = "pulsar-lookup-gateway-metrics-"
 METRICS_DIR = PREFIX + "*"

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
 import subprocess
 import time
-import urllib.request
 from pathlib import Path
 
 from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import free_port
 from tests.processes import DEMO, EXE
+from tests.reliability.worker_gateway import STARTED, lookup
 
-TOPIC = "persistent/public/default/orders-partition-1"
 WORKER_LISTENING = re.compile(r"INFO worker (\d+) \S+: listening on (\S+)")
-STARTED = re.compile(r"started (\d+) workers: ([\d ]+)")
 
 
 def fixed_port_config(path: Path, binary: int, http: int) -> Path:
@@ -39,12 +36,6 @@ def read_until(process: subprocess.Popen[str], pattern: re.Pattern[str], count: 
         assert line, "".join(lines)
         lines.append(line)
     return lines
-
-
-def lookup(port: int) -> dict[str, str]:
-    url = f"http://127.0.0.1:{port}/lookup/v2/topic/{TOPIC}"
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return dict(json.loads(response.read()))
 
 
 def test_two_workers_share_the_ports_restart_and_stop_cleanly(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand, ServerEr
 from pulsar_lookup_gateway.lookup.auto_creation import AutoCreationSettings
 from pulsar_lookup_gateway.metadata_store.synthetic import broker_node
 from tests.broker_peer import BrokerPeer
-from tests.integration.http_api.test_topic_listing import (
+from tests.integration.http_api.listing_gateway import (
     LEDGERS,
     connected,
     gateway,

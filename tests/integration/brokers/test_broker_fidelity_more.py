@@ -14,14 +14,14 @@ from pulsar_lookup_gateway.listeners.protocol.codec import ServerError
 from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import CommandGetTopicsOfNamespace
 from pulsar_lookup_gateway.lookup.resolve import ResolvePolicy
 from tests.broker_peer import BrokerPeer
-from tests.integration.http_api.test_http_api import (
+from tests.integration.http_api.listing_gateway import connected, gateway, http_get, nodes_with
+from tests.integration.http_api.served import (
     NS,
     OWNED_TOPIC,
     file_service,
     gateway_cluster,
     serving,
 )
-from tests.integration.http_api.test_topic_listing import connected, gateway, http_get, nodes_with
 
 ASKED = 40  # requests for the random choice of a peer host: each of 2 hosts is missed 2^-40
 

@@ -35,7 +35,7 @@ from pulsar_lookup_gateway.metadata_store.synthetic import broker_id
 from pulsar_lookup_gateway.metadata_store.url import parse_metadata_url
 from pulsar_lookup_gateway.metadata_store.zookeeper import ZooKeeperSource
 from pulsar_lookup_gateway.serving.service import LookupService
-from tests.integration.http_api.test_http_api import (
+from tests.integration.http_api.served import (
     LOOKUP,
     OWNED_TOPIC,
     UNOWNED_TOPIC,

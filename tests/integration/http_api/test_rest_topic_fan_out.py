@@ -28,7 +28,7 @@ from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
 from pulsar_lookup_gateway.metadata_store.synthetic import broker_node, cluster
 from pulsar_lookup_gateway.serving.service import LookupService
 from tests.broker_peer import BrokerPeer
-from tests.integration.http_api.test_topic_listing import HOST, http_get
+from tests.integration.http_api.listing_gateway import HOST, http_get
 
 LISTED = "GET_TOPICS_OF_NAMESPACE"
 WAIT = 10.0

@@ -27,7 +27,7 @@ from pulsar_lookup_gateway.metadata_store.synthetic import broker_id, broker_nod
 from pulsar_lookup_gateway.metadata_store.url import parse_metadata_url
 from pulsar_lookup_gateway.metadata_store.zookeeper import ZooKeeperSource
 from pulsar_lookup_gateway.serving.service import LookupService
-from tests.integration.serving.test_lookup_memo_equivalence import Conversation
+from tests.integration.serving.raw_conversation import Conversation
 
 HOST = "127.0.0.1"
 WAIT = 10.0

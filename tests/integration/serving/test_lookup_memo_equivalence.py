@@ -27,9 +27,8 @@ from pulsar_lookup_gateway.metadata_store.synthetic import (
     topic_in_range,
 )
 from pulsar_lookup_gateway.serving.service import LookupService
+from tests.integration.serving.raw_conversation import HOST, Conversation
 
-HOST = "127.0.0.1"
-WAIT = 10.0
 LOW, MID, HIGH = "0x00000000_0x40000000", "0x40000000_0x80000000", "0x80000000_0xc0000000"
 OWNED_LOW = topic_in_range(0x00000000, 0x40000000)
 TOPICS = [
@@ -89,34 +88,6 @@ REQUESTS = st.lists(
     min_size=1,
     max_size=30,
 )
-
-
-async def read_frame(reader: asyncio.StreamReader) -> bytes:
-    head = await asyncio.wait_for(reader.readexactly(4), WAIT)
-    return head + await asyncio.wait_for(reader.readexactly(struct.unpack(">I", head)[0]), WAIT)
-
-
-class Conversation:
-    """One connection: send frames, read exactly one answer frame per request, raw."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
-
-    @classmethod
-    async def open(cls, port: int) -> Conversation:
-        reader, writer = await asyncio.open_connection(HOST, port)
-        writer.write(codec.connect("memo-test", 21))
-        await read_frame(reader)  # CONNECTED
-        return cls(reader, writer)
-
-    async def ask(self, frames: list[bytes]) -> list[bytes]:
-        """The answers in order (every lookup here is answered from a complete snapshot, at
-        once, so a connection answers in the order it was asked)."""
-        self.writer.write(b"".join(frames))
-        return [await read_frame(self.reader) for _ in frames]
-
-    async def close(self) -> None:
-        self.writer.close()
 
 
 async def scenario(snapshot: Path, first: list[Any], second: list[Any]) -> None:

@@ -24,13 +24,16 @@ from pulsar_lookup_gateway.lookup.protocol_data import (
 from pulsar_lookup_gateway.lookup.selection import ChoiceSource, ListenerChoice
 from pulsar_lookup_gateway.lookup.topics import TopicName
 from pulsar_lookup_gateway.lookup.view import ClusterView
-from pulsar_lookup_gateway.metadata_store.synthetic import broker_id, cluster, topic_in_range
+from pulsar_lookup_gateway.metadata_store.synthetic import broker_id, topic_in_range
+from tests.unit.lookup.protocol_cluster import (
+    EXTERNAL,
+    FIRST,
+    IN_FIRST,
+    INTERNAL,
+    kop_cluster,
+)
 
-FIRST, LAST = "0x00000000_0x40000000", "0xc0000000_0xffffffff"
-IN_FIRST = TopicName.parse(topic_in_range(0, 0x40000000))
 IN_LAST = TopicName.parse(topic_in_range(0xC0000000, 0xFFFFFFFF))
-EXTERNAL = ListenerChoice("external", ChoiceSource.EXPLICIT)
-INTERNAL = ListenerChoice("internal", ChoiceSource.SOCKET, internal=True)
 NO_LISTENER = ListenerChoice(None, ChoiceSource.INTERNAL, internal=True)
 KOP_NAMED = "kafka_internal://10.0.0.1:9092,kafka_external://b1.example.com:19092"
 EXTENSIBLE = "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl"
@@ -278,16 +281,6 @@ def test_a_null_or_non_text_protocol_value_keeps_the_registration() -> None:
 
 
 # -- resolve_protocol ---------------------------------------------------------------------------
-
-
-def kop_cluster(**protocols: str) -> dict[str, Any]:
-    """Three brokers with listeners internal and external; b1 owns the first bundle and, like
-    every broker, advertises `protocols` (with its number in place of {i})."""
-    nodes = cluster(owned={FIRST: 1})
-    for i in (1, 2, 3):
-        node = nodes[f"/loadbalance/brokers/{broker_id(i)}"]
-        node["protocols"] = {name: data.format(i=i) for name, data in protocols.items()}
-    return nodes
 
 
 PIP95 = "internal:PLAINTEXT://10.0.0.{i}:9092,external:SSL://b{i}.example.com:9093"

@@ -16,7 +16,7 @@ from pulsar_lookup_gateway.lookup.protocol_data import ProtocolAnswer, resolve_p
 from pulsar_lookup_gateway.lookup.resolve import ResolvePolicy
 from pulsar_lookup_gateway.lookup.selection import ChoiceSource, ListenerChoice
 from pulsar_lookup_gateway.lookup.view import ClusterView
-from tests.unit.lookup.test_protocol_data import EXTERNAL, IN_FIRST, INTERNAL, kop_cluster
+from tests.unit.lookup.protocol_cluster import EXTERNAL, IN_FIRST, INTERNAL, kop_cluster
 
 BASE = (
     "metadataStoreUrl=file:/unused.json\n"
