@@ -373,6 +373,15 @@ class _Stream:
     def release(self, size: int) -> None:
         self.held.release(self, size)
 
+    def parsing(self) -> bool:
+        """The request is about to be parsed: what that holds is charged first (False: over
+        the budget, the stream is closing)."""
+        more = (REQUEST_HOLDS - 1) * self._request_text
+        if not self.charge(more):
+            return False
+        self._request_held += more
+        return True
+
     def names_taken(self) -> None:
         """A subscribe's names were taken in: of the request, only its text is held now."""
         if self._request_held > self._request_text:
@@ -401,11 +410,10 @@ class _Stream:
                 if message.type is not WSMsgType.TEXT:
                     await self.fail("bad_request", "requests are JSON text frames", 1003)
                     break
-                # What the request holds while it is read (its text, the names parsed from
-                # it): charged before any work; all but its text given back once its names
-                # were taken in (names_taken), the rest once it was acted on.
-                self._request_text = len(message.data)
-                self._request_held = REQUEST_HOLDS * self._request_text
+                # What the request holds: its text while it waits for its turn, what parsing
+                # it makes once parsed (parsing), its text again once its names were taken in
+                # (names_taken), nothing once it was acted on.
+                self._request_text = self._request_held = len(message.data)
                 if not self.charge(self._request_held):
                     break
                 try:
