@@ -314,3 +314,38 @@ def test_with_a_protocol_the_endpoints_column_is_the_per_pair_one(spark: Any) ->
         assert plan.per_pair_texts == 3  # bad//name, acme/nope/t, None
     finally:
         plan.release()
+
+
+@pytest.mark.timeout(300)
+def test_the_write_counts_the_answer_keys_as_it_passes(spark: Any, tmp_path: Path) -> None:
+    """resolve-zones' path: the write observes the routed rows (no cache, no second job for
+    the summary); the observed counts are exact over several partitions, and the per-pair
+    rows, read again, are appended."""
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+    from pulsar_lookup_gateway.zones.spark import _observed_counts
+
+    nodes = plan_nodes()
+    texts = bulk_texts(4_000, seed=7) + unusual_texts()
+    random.Random(7).shuffle(texts)
+    zones = list(ZONES)
+    frame = spark.createDataFrame(pa.table({"topic": pa.array(texts, pa.string())}))
+    plan = plan_zones(spark, nodes, frame, zones, LOCAL, partitions=3)
+    try:
+        plan.write(str(tmp_path / "answers"))
+        observed = Counter(dict(_observed_counts(plan.keys.get)))
+        counted = Counter(
+            {r["key"]: r["count"] for r in plan.routed.groupBy("key").count().collect()}
+        )
+        assert observed == counted and len(counted) > 50 and counted[None] > 0
+        columns = resolve_pairs(texts, zones, ClusterView.from_snapshot(nodes), LOCAL)
+        per_pair = list(zip(*(columns[c] for c in COLUMNS), strict=True))
+        table = pq.read_table(tmp_path / "answers", partitioning="hive")
+        table = table.set_column(
+            table.schema.get_field_index("zone"), "zone", table.column("zone").cast(pa.string())
+        )
+        written = [tuple(r[c] for c in COLUMNS) for r in table.to_pylist()]
+        assert Counter(written) == Counter(per_pair)
+        assert plan.summary() == summary_of(per_pair, zones)
+    finally:
+        plan.release()
