@@ -13,6 +13,7 @@ BENCHMARKS = (
     "http_handler",
     "tls_handshake",
     "zones",
+    "zones_floor",
     "workers",
     "client_location",
     "watch",
