@@ -21,7 +21,7 @@ import pytest
 
 from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import free_port
 from pulsar_lookup_gateway.metadata_store.synthetic import cluster
-from tests.integration.serving.test_ownership_watch import (
+from tests.integration.serving.watch_client import (
     FIRST,
     IN_FIRST,
     Watcher,
