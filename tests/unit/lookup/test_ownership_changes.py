@@ -272,6 +272,9 @@ class Collected:
     def deliver(self, topic: str, message: str) -> None:
         self.got[topic] = json.loads(message)
 
+    def watching(self, topic: str) -> None:
+        """(A stream keeps the name it is handed; this sink keeps only what it is told.)"""
+
 
 @pytest.mark.parametrize("count", [200, 5000])  # (above SCAN_LIST_ABOVE: the list is walked)
 async def test_a_ledger_written_in_a_namespace_re_looks_up_only_the_topic_it_creates(
@@ -298,7 +301,10 @@ async def test_a_ledger_written_in_a_namespace_re_looks_up_only_the_topic_it_cre
     made_up = [TopicName.parse(f"persistent://public/default/made-up-{n}") for n in range(count)]
     partition = TopicName.parse("persistent://public/default/parted-partition-1")
     try:
-        await watch.subscribe(sink, [*made_up, partition], EXTERNAL, None)
+        # (first lookups are made in the watch's turns: wait for them as a stream does)
+        await watch.first_answers(
+            await watch.subscribe(sink, [*made_up, partition], EXTERNAL, None)
+        )
         assert {body.get("code") for body in sink.got.values()} == {"not_found"}
         ledgers = "/managed-ledgers/public/default/persistent"
 
@@ -343,7 +349,7 @@ async def test_a_ledger_written_in_a_namespace_re_looks_up_only_the_topic_it_cre
 
 async def test_the_states_topics_share_are_held_in_the_services_memo(tmp_path: Any) -> None:
     """The watch counts its shared states in the process's one byte budget, and gives them
-    back when it closes (the service's own answers stay)."""
+    back when it closes."""
     from pulsar_lookup_gateway.metadata_store.file import FileSource
     from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
     from pulsar_lookup_gateway.serving.ownership_watch import OwnershipWatch
@@ -356,10 +362,12 @@ async def test_the_states_topics_share_are_held_in_the_services_memo(tmp_path: A
     service = LookupService(source, declared_listeners=["internal", "external"])
     watch = OwnershipWatch(service)
     try:
-        await watch.subscribe(Collected(), [TOPIC], EXTERNAL, None)
+        await watch.first_answers(await watch.subscribe(Collected(), [TOPIC], EXTERNAL, None))
         with_states = service.memo.bytes_held
         await watch.close()
-        assert 0 < service.memo.bytes_held < with_states
+        assert with_states > 0
+        # Its lookups keep no answers of their own (keep=False): nothing of the watch stays.
+        assert service.memo.bytes_held == 0
     finally:
         await watch.close()
         await source.close()
