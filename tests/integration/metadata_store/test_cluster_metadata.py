@@ -308,19 +308,17 @@ async def test_geo_replication_deleted_namespace_and_no_tls_downgrade(
         status, _, reason = await http_lookup(gw, session, IN_FIRST)
         assert (status, reason) == (404, {"reason": "Namespace is deleted"})
 
-        # An https lookup whose target (the leader's internal listener) has no https URL: 412
-        # with a reason, never a redirect to http://.
-        conf_admin.set(f"/admin/policies/{NS}", encode({"replication_clusters": ["west"]}))
+        # Undeleted, it is served again. (A redirect to a target without an https URL is 412:
+        # tests/integration/http_api/test_http_api.py; an unowned bundle here is forwarded.)
+        policies = {**geo_cluster()[f"/admin/policies/{NS}"], "replication_clusters": ["west"]}
+        conf_admin.set(f"/admin/policies/{NS}", encode(policies))
 
         async def undeleted() -> bool:
-            return bool((await binary_lookup(gw, IN_LAST)).response == LookupType.Redirect)
+            return bool((await binary_lookup(gw, IN_FIRST)).response == LookupType.Connect)
 
         await eventually(undeleted, timeout=5)
-        status, location, _ = await http_lookup(gw, session, IN_LAST)
-        assert status == 307 and location is not None and location.startswith("http://")
-        status, location, reason = await http_lookup(gw, session, IN_LAST, tls_files[2])
-        assert (status, location) == (412, None)
-        assert "no https URL" in reason["reason"]
+        status, _, answer = await http_lookup(gw, session, IN_FIRST)
+        assert status == 200 and answer["brokerUrl"] == "pulsar://10.0.0.1:6650"
 
 
 def body_message(body: Any) -> str:
@@ -331,7 +329,12 @@ async def test_without_cluster_name_the_checks_are_skipped_and_logged(
     tmp_path: Path, tls_files: tuple[Path, Path, ssl.SSLContext], caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="pulsar_lookup_gateway.gateway.process")
-    write_snapshot(tmp_path / "c.json", geo_cluster())
+    nodes = geo_cluster()
+    # geo/far in one bundle that broker 1 owns: served here, as if the cluster were one of its own
+    far = nodes["/admin/policies/geo/far"]
+    far["bundles"] = {"boundaries": ["0x00000000", "0xffffffff"], "numBundles": 1}
+    nodes["/namespace/geo/far/0x00000000_0xffffffff"] = ownership_node(1)
+    write_snapshot(tmp_path / "c.json", nodes)
     async with gateway(gateway_conf(f"file:{tmp_path / 'c.json'}", "", tls_files)) as gw:
         warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
         assert [r.getMessage() for r in warnings if "clusterName" in r.getMessage()] == [
@@ -339,7 +342,9 @@ async def test_without_cluster_name_the_checks_are_skipped_and_logged(
             "cluster serves is looked up here)"
         ]
         body = await binary_lookup(gw, "persistent://geo/far/t")
-        assert body.response == LookupType.Redirect and body.authoritative is False  # local
+        # local: the owner's address, not a redirect to the peer cluster east
+        assert body.response == LookupType.Connect
+        assert body.brokerServiceUrl == "pulsar://10.0.0.1:6650"
 
 
 # -- the extensible load manager -----------------------------------------------------------------
