@@ -1,7 +1,8 @@
 """A burst above maxConcurrentLookupRequest, and SIGTERM under load.
 
-Lookups stay in flight while ZooKeeper is frozen (SIGSTOP): the namespace they need has never
-been read, so each one waits for the same ZooKeeper read.
+Lookups stay in flight while ZooKeeper is frozen (SIGSTOP): the namespace they need appeared
+after the gateway read every namespace ahead and has never been read, so each one waits for the
+same ZooKeeper read.
 """
 
 from __future__ import annotations
@@ -39,8 +40,12 @@ COLD = "persistent://acme/cold/t"  # its namespace is only read when a lookup ne
 
 def nodes() -> dict[str, object]:
     data = cluster(owned={"0x00000000_0x40000000": 1})
-    data.update(cluster(namespace="acme/cold", owned={"0x00000000_0x40000000": 2}))
+    data.update(cold_nodes())
     return dict(data)
+
+
+def cold_nodes() -> dict[str, object]:
+    return dict(cluster(namespace="acme/cold", owned={"0x00000000_0x40000000": 2}))
 
 
 @pytest.fixture
@@ -64,7 +69,13 @@ async def test_a_burst_above_the_limit_is_refused_and_every_accepted_lookup_answ
 ) -> None:
     caplog.set_level(logging.INFO, logger="pulsar_lookup_gateway.serving.service")
     extra = f"maxConcurrentLookupRequest={MAX_IN_FLIGHT}\n"
-    async with gateway_on(frozen_zk, nodes(), extra) as gateway, aiohttp.ClientSession() as http:
+    base = cluster(owned={"0x00000000_0x40000000": 1})
+    async with gateway_on(frozen_zk, base, extra) as gateway, aiohttp.ClientSession() as http:
+        # The cold namespace appears after the gateway read every namespace ahead (on start),
+        # so its lookups wait for ZooKeeper.
+        with connected(frozen_zk.connect_string) as admin:
+            seed(admin, cold_nodes())
+        await asyncio.sleep(0.5)  # (the gateway hears the new tenant; it reads nothing of it)
         # Admission alone: an unowned bundle's lookup answers Redirect here, not forwarded to
         # these fictional brokers (issue 40), so what is admitted is answered without one.
         gateway.service.forwarded = None
