@@ -29,8 +29,9 @@ from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import (
     ServerError,
 )
 from pulsar_lookup_gateway.lookup.topics import MAX_TOPIC_NAME_BYTES
+from pulsar_lookup_gateway.metadata_store.admin import connected, encode
 from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper
-from pulsar_lookup_gateway.metadata_store.synthetic import cluster, topic_in_range
+from pulsar_lookup_gateway.metadata_store.synthetic import cluster, ownership_node, topic_in_range
 from pulsar_lookup_gateway.serving import memo as answer_memo
 from tests.broker_peer import RawClient
 from tests.reliability.child_gateway import MIB, ChildGateway
@@ -40,6 +41,9 @@ from tests.waiting import eventually
 pytestmark = pytest.mark.zookeeper
 
 OWNED = {"0x00000000_0x40000000": 1, "0x40000000_0x80000000": 2}
+# Every bundle owned: a lookup is answered from the metadata alone (an unowned bundle's is
+# forwarded to its leader, a fictional broker in these tests).
+ALL_OWNED = {**OWNED, "0x80000000_0xc0000000": 3, "0xc0000000_0xffffffff": 1}
 KNOWN = topic_in_range(0, 0x40000000)
 SECRET = b"hostile-input-test-secret-of-32-bytes!!"
 AUTH = (
@@ -100,9 +104,16 @@ async def test_lookups_waiting_on_a_stuck_read_end_together_and_health_stays_liv
 ) -> None:
     per_connection, connections = 1000, int(scale(4, 16))
     nodes = cluster(owned=OWNED)
-    nodes.update({"/admin/policies/public/stuck": nodes["/admin/policies/public/default"]})
     stuck = [f"persistent://public/stuck/t{n}" for n in range(per_connection)]
     async with gateway_on(private_zookeeper, nodes) as gateway, aiohttp.ClientSession() as http:
+        # public/stuck appears after the gateway read every namespace ahead (on start): its
+        # policies and ownership are read when a lookup needs them.
+        with connected(private_zookeeper.connect_string) as admin:
+            policies = encode(nodes["/admin/policies/public/default"])
+            admin.create("/admin/policies/public/stuck", policies)
+            for bundle in ALL_OWNED:  # (owned: once read, answered from the metadata alone)
+                node = encode(ownership_node(1))
+                admin.create(f"/namespace/public/stuck/{bundle}", node, makepath=True)
         port = binary_port(gateway)
         clients = [await RawClient.open("127.0.0.1", port) for _ in range(connections)]
         try:
@@ -207,7 +218,7 @@ async def test_the_answer_memo_is_bounded_by_bytes(
     longest = MAX_TOPIC_NAME_BYTES - len("persistent://public/default/") - 6
     most = 0
     async with (
-        gateway_on(private_zookeeper, cluster(owned=OWNED)) as gateway,
+        gateway_on(private_zookeeper, cluster(owned=ALL_OWNED)) as gateway,
         await RawClient.open("127.0.0.1", binary_port(gateway)) as client,
     ):
         await client.handshake()
@@ -227,7 +238,7 @@ async def test_long_http_paths_are_answered_but_not_cached(
 ) -> None:
     count = int(scale(500, 5000))
     async with (
-        gateway_on(private_zookeeper, cluster(owned=OWNED)) as gateway,
+        gateway_on(private_zookeeper, cluster(owned=ALL_OWNED)) as gateway,
         aiohttp.ClientSession() as http,
     ):
         cached_before = topic_paths._topic_of_path.cache_info().currsize
