@@ -33,7 +33,7 @@ from pulsar_lookup_gateway.zones.pairs import (
     resolve_pairs_with_protocol,
 )
 from pulsar_lookup_gateway.zones.spark import ZonePlan, plan_zones
-from tests.integration.zones.test_zones import (
+from tests.integration.zones.zone_cluster import (
     INVALID,
     NP_PARTITIONED,
     PARTITIONED,
