@@ -36,15 +36,15 @@ from typing import Any
 import aiohttp
 from kazoo.client import KazooClient
 
-from bench.common import percentile
+from bench.common import cluster_nodes, percentile
 from pulsar_lookup_gateway.lookup.bundles import NamespaceBundles, topic_hash
 from pulsar_lookup_gateway.metadata_store.admin import connected, encode, seed
 from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper
-from pulsar_lookup_gateway.metadata_store.synthetic import broker_node, ownership_node
+from pulsar_lookup_gateway.metadata_store.synthetic import ownership_node
 
 BROKERS = 20
 BUNDLES = 64
-NAMESPACE = "bench/watch"
+NAMESPACE = "bench/ns0"  # (the one namespace of bench.common.cluster_nodes)
 PAUSE = 0.25  # seconds between moves
 SETTLE = 2.0  # seconds between the last first answer and the first move
 SLOW = 0.1  # seconds: a baseline watch this late is ZooKeeper's (or the machine's) delay
@@ -53,18 +53,9 @@ CONNECT_BATCH = 100  # streams opened at once
 
 
 def cluster() -> tuple[dict[str, Any], NamespaceBundles]:
-    nodes: dict[str, Any] = {}
-    for i in range(1, BROKERS + 1):
-        nodes[f"/loadbalance/brokers/b{i}:8080"] = broker_node(i, usage=i / BROKERS)
-    nodes["/loadbalance/leader"] = {"brokerId": "b1:8080"}
-    bundles = NamespaceBundles.equal(BUNDLES)
-    boundaries = [f"0x{b:08x}" for b in bundles.boundaries]
-    nodes[f"/admin/policies/{NAMESPACE}"] = {
-        "bundles": {"boundaries": boundaries, "numBundles": BUNDLES}
-    }
-    for j, name in enumerate(bundles.names()):
-        nodes[f"/namespace/{NAMESPACE}/{name}"] = ownership_node(j % BROKERS + 1)
-    return nodes, bundles
+    """One namespace of BUNDLES equal bundles, every bundle owned, over BROKERS brokers."""
+    nodes = cluster_nodes(namespaces=1, bundles_per_namespace=BUNDLES, brokers=BROKERS)
+    return nodes, NamespaceBundles.equal(BUNDLES)
 
 
 # -- the gateway, in a child process --------------------------------------------------------------

@@ -35,14 +35,12 @@ from typing import Any
 
 import aiohttp
 
-from bench.common import percentile, receive
-from pulsar_lookup_gateway.lookup.bundles import NamespaceBundles
+from bench.common import cluster_nodes, percentile, receive
 from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
-from pulsar_lookup_gateway.metadata_store.synthetic import broker_node, ownership_node
 
 BROKERS = 20
 BUNDLES = 64
-NAMESPACE = "bench/herd"
+NAMESPACE = "bench/ns0"  # (the one namespace of bench.common.cluster_nodes)
 CONNECT_BATCH = 100  # streams connecting at once
 BYSTANDER_EVERY = 0.005  # seconds between the bystander's lookups
 QUIET = 2.0  # seconds of the bystander's baseline, before the herd
@@ -51,18 +49,8 @@ _HEADER = struct.Struct(">I")
 
 
 def cluster() -> dict[str, Any]:
-    nodes: dict[str, Any] = {}
-    for i in range(1, BROKERS + 1):
-        nodes[f"/loadbalance/brokers/b{i}:8080"] = broker_node(i, usage=i / BROKERS)
-    nodes["/loadbalance/leader"] = {"brokerId": "b1:8080"}
-    bundles = NamespaceBundles.equal(BUNDLES)
-    boundaries = [f"0x{b:08x}" for b in bundles.boundaries]
-    nodes[f"/admin/policies/{NAMESPACE}"] = {
-        "bundles": {"boundaries": boundaries, "numBundles": BUNDLES}
-    }
-    for j, name in enumerate(bundles.names()):
-        nodes[f"/namespace/{NAMESPACE}/{name}"] = ownership_node(j % BROKERS + 1)
-    return nodes
+    """One namespace of BUNDLES equal bundles, every bundle owned, over BROKERS brokers."""
+    return cluster_nodes(namespaces=1, bundles_per_namespace=BUNDLES, brokers=BROKERS)
 
 
 # -- the gateway, in a child process ----------------------------------------------------------
