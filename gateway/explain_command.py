@@ -11,12 +11,10 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pulsar_lookup_gateway.console.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from pulsar_lookup_gateway.gateway import factories
 from pulsar_lookup_gateway.gateway.startup import load_or_report
-from pulsar_lookup_gateway.listeners.auth import AuthConfigError, Authenticator
 from pulsar_lookup_gateway.listeners.config.model import GatewayConfig
 from pulsar_lookup_gateway.listeners.explain import (
     ClientFacts,
@@ -24,12 +22,14 @@ from pulsar_lookup_gateway.listeners.explain import (
     explain,
     find_socket,
 )
-from pulsar_lookup_gateway.listeners.routing import Router
 from pulsar_lookup_gateway.lookup.networks import parse_address
 from pulsar_lookup_gateway.metadata_store.admin import CONNECT_TIMEOUT
 from pulsar_lookup_gateway.metadata_store.open import open_source
 from pulsar_lookup_gateway.metadata_store.snapshot import SnapshotError
 from pulsar_lookup_gateway.metadata_store.url import parse_metadata_url
+
+if TYPE_CHECKING:
+    from pulsar_lookup_gateway.listeners.auth import Authenticator
 
 
 def add_parser(sub: Any) -> None:
@@ -73,6 +73,10 @@ def sockets_of(config: GatewayConfig) -> list[SocketFacts]:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    # The gateway's wiring (HTTP, TLS, tokens) loads here, not with every command's start.
+    from pulsar_lookup_gateway.gateway import factories
+    from pulsar_lookup_gateway.listeners.auth import AuthConfigError
+
     loaded = load_or_report(args.config)
     if loaded is None:
         return EXIT_USAGE
@@ -119,6 +123,7 @@ async def _explain(
 ) -> dict[str, Any]:
     # The servers' module loads here, as serve_config() loads it.
     from pulsar_lookup_gateway.gateway.process import Gateway
+    from pulsar_lookup_gateway.listeners.routing import Router
 
     source = open_source(
         config.metadata_store_url,
