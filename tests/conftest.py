@@ -37,14 +37,18 @@ def _uses_neighbours(module: Any) -> bool:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Markers by what a test starts, so `-m "not spark and not neighbours"` needs no list kept
-    by hand; tests sharing the one Spark session run on one xdist worker (one JVM per run)."""
+    by hand. Under xdist (`--dist loadgroup`) a module's tests stay on one worker, so what its
+    module-scoped fixtures start (a Spark cluster, Prometheus, a served gateway) starts once;
+    the tests sharing the one Spark session are one group (one JVM per run)."""
     for item in items:
         path = item.path.as_posix()
+        group = f"module:{item.path.relative_to(config.rootpath).as_posix()}"
         if "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.spark)
-            item.add_marker(pytest.mark.xdist_group("spark-session"))
+            group = "spark-session"
         elif "/tests/integration/zones/" in path:
             item.add_marker(pytest.mark.spark)
+        item.add_marker(pytest.mark.xdist_group(group))
         module = getattr(item, "module", None)
         if "/tests/deploy/" in path or (module is not None and _uses_neighbours(module)):
             item.add_marker(pytest.mark.neighbours)
