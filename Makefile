@@ -73,8 +73,8 @@ unit: install
 check: lint typecheck unit
 
 # Everything, on TEST_WORKERS xdist workers: most tests wait on real processes (ZooKeeper, the
-# gateway, nginx, Spark), so more workers than cores pays. Each module stays on one worker, and
-# the tests sharing the Spark session are one group (tests/conftest.py, --dist loadgroup).
+# gateway, nginx, Spark), so more workers than cores pays. Each module stays on one worker; all
+# that starts Spark is one group, first in line (tests/conftest.py, --dist loadgroup).
 TEST_WORKERS ?= 3
 test: lint typecheck
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup

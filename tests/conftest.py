@@ -37,21 +37,24 @@ def _uses_neighbours(module: Any) -> bool:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Markers by what a test starts, so `-m "not spark and not neighbours"` needs no list kept
-    by hand. Under xdist (`--dist loadgroup`) a module's tests stay on one worker, so what its
-    module-scoped fixtures start (a Spark cluster, Prometheus, a served gateway) starts once;
-    the tests sharing the one Spark session are one group (one JVM per run)."""
+    by hand; and the plan for xdist (`--dist loadgroup`):
+    - a module's tests stay on one worker, so what its module-scoped fixtures start (Prometheus,
+      a served gateway, a Spark cluster) starts once;
+    - everything that starts Spark (the one session, a standalone cluster, resolve-zones as a
+      process) is one group, first in line: one JVM-heavy job at a time on 2 cores, and the
+      longest group starts at once while the other workers share the rest."""
+    on_session = {item.path for item in items if "spark" in getattr(item, "fixturenames", ())}
     for item in items:
         path = item.path.as_posix()
         group = f"module:{item.path.relative_to(config.rootpath).as_posix()}"
-        if "spark" in getattr(item, "fixturenames", ()):
+        if item.path in on_session or "/tests/integration/zones/" in path:
             item.add_marker(pytest.mark.spark)
-            group = "spark-session"
-        elif "/tests/integration/zones/" in path:
-            item.add_marker(pytest.mark.spark)
+            group = "spark"
         item.add_marker(pytest.mark.xdist_group(group))
         module = getattr(item, "module", None)
         if "/tests/deploy/" in path or (module is not None and _uses_neighbours(module)):
             item.add_marker(pytest.mark.neighbours)
+    items.sort(key=lambda item: item.get_closest_marker("spark") is None)  # (stable)
 
 
 @pytest.fixture(scope="session")
