@@ -35,6 +35,7 @@ def _uses_neighbours(module: Any) -> bool:
     )
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (its own hook)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Markers by what a test starts, so `-m "not spark and not neighbours"` needs no list kept
     by hand; and the plan for xdist (`--dist loadgroup`):
