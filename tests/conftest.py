@@ -35,26 +35,28 @@ def _uses_neighbours(module: Any) -> bool:
     )
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (its own hook)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_itemcollected(item: pytest.Item) -> None:
     """Markers by what a test starts, so `-m "not spark and not neighbours"` needs no list kept
-    by hand; and the plan for xdist (`--dist loadgroup`):
+    by hand; and the plan for xdist (`--dist loadgroup`; set here, as each test is collected,
+    because xdist reads the groups in its own collection hook):
     - a module's tests stay on one worker, so what its module-scoped fixtures start (Prometheus,
-      a served gateway, a Spark cluster) starts once;
+      a served gateway) starts once;
     - everything that starts Spark (the one session, a standalone cluster, resolve-zones as a
-      process) is one group, first in line: one JVM-heavy job at a time on 2 cores, and the
-      longest group starts at once while the other workers share the rest."""
-    on_session = {item.path for item in items if "spark" in getattr(item, "fixturenames", ())}
-    for item in items:
-        path = item.path.as_posix()
-        group = f"module:{item.path.relative_to(config.rootpath).as_posix()}"
-        if item.path in on_session or "/tests/integration/zones/" in path:
-            item.add_marker(pytest.mark.spark)
-            group = "spark"
-        item.add_marker(pytest.mark.xdist_group(group))
-        module = getattr(item, "module", None)
-        if "/tests/deploy/" in path or (module is not None and _uses_neighbours(module)):
-            item.add_marker(pytest.mark.neighbours)
+      process) is one group: one JVM-heavy job at a time on 2 cores, a Spark cluster once."""
+    path = item.path.as_posix()
+    group = f"module:{item.path.relative_to(item.config.rootpath).as_posix()}"
+    if "spark" in getattr(item, "fixturenames", ()) or "/tests/integration/zones/" in path:
+        item.add_marker(pytest.mark.spark)
+        group = "spark"
+    item.add_marker(pytest.mark.xdist_group(group))
+    module = getattr(item, "module", None)
+    if "/tests/deploy/" in path or (module is not None and _uses_neighbours(module)):
+        item.add_marker(pytest.mark.neighbours)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The Spark group first in line: the longest group starts at once while the other workers
+    share the rest."""
     items.sort(key=lambda item: item.get_closest_marker("spark") is None)  # (stable)
 
 
