@@ -69,6 +69,7 @@ async def open_idle_http(port: int, count: int) -> list[asyncio.StreamWriter]:
     return writers
 
 
+@pytest.mark.slow
 async def test_lookups_answer_while_thousands_of_idle_connections_are_held(
     zookeeper: EmbeddedZooKeeper,
 ) -> None:

@@ -332,6 +332,7 @@ def tls() -> tuple[ssl.SSLContext, ssl.SSLContext]:
     return server_and_client(HOST)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("secured", ["external", "internal"])
 @pytest.mark.parametrize("located", [False, True], ids=["socket-route", "client-networks"])
 async def test_memoised_http_answers_equal_full_answers_across_view_changes(

@@ -56,6 +56,7 @@ COMMANDS = [
 ]
 
 
+@pytest.mark.slow
 def test_an_unreachable_zookeeper_fails_soon_with_one_line(tmp_path: Path) -> None:
     """Every command that reads or writes ZooKeeper (run side by side: each waits out its
     connect deadline)."""

@@ -40,6 +40,7 @@ def resolve_zones(tmp_path: Path, out: str) -> str:
     return result.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(420)
 @pytest.mark.spark
 def test_the_first_run_records_the_default_archive_and_the_next_uses_it(tmp_path: Path) -> None:
