@@ -38,6 +38,7 @@ from bench.common import (
     percentile,
     receive,
     resident_mib,
+    take_commands,
 )
 from pulsar_lookup_gateway.listeners.binary import BinaryServer, BinarySettings
 from pulsar_lookup_gateway.listeners.endpoints.addresses import Endpoint, Scheme
@@ -281,17 +282,8 @@ class _LoadConnection(asyncio.Protocol):
         self._transport.write(chunk)
 
     def data_received(self, data: bytes) -> None:
-        buf = self._buf
-        buf += data
-        pos, end, bodies = 0, len(buf), []
-        while end - pos >= 8:
-            (size,) = _HEADER.unpack_from(buf, pos)
-            if end - pos < 4 + size:
-                break
-            (cmd_size,) = _HEADER.unpack_from(buf, pos + 4)
-            bodies.append(bytes(buf[pos + 8 : pos + 8 + cmd_size]))
-            pos += 4 + size
-        del buf[:pos]
+        self._buf += data
+        bodies = take_commands(self._buf)
         if not bodies:
             return
         if not self._handshaken:  # the first answer is CONNECTED

@@ -22,13 +22,12 @@ import asyncio
 import functools
 import json
 import os
-import struct
 import subprocess
 import sys
 import time
 from typing import Any, cast
 
-from bench.common import percentile
+from bench.common import percentile, take_commands
 from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand, LookupType
 from pulsar_lookup_gateway.lookup.bundles import NamespaceBundles, topic_hash
@@ -37,7 +36,6 @@ from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooK
 from pulsar_lookup_gateway.metadata_store.synthetic import broker_node, ownership_node
 
 HOST = "127.0.0.1"
-_HEADER = struct.Struct(">I")
 
 # The gateway child: only parts the commit before this bench had too (it runs under --before).
 SERVER = r"""
@@ -187,17 +185,8 @@ class _Sweep(asyncio.Protocol):
         self.sent = end
 
     def data_received(self, data: bytes) -> None:
-        buf = self._buf
-        buf += data
-        pos, end, bodies = 0, len(buf), []
-        while end - pos >= 8:
-            (size,) = _HEADER.unpack_from(buf, pos)
-            if end - pos < 4 + size:
-                break
-            (cmd_size,) = _HEADER.unpack_from(buf, pos + 4)
-            bodies.append(bytes(buf[pos + 8 : pos + 8 + cmd_size]))
-            pos += 4 + size
-        del buf[:pos]
+        self._buf += data
+        bodies = take_commands(self._buf)
         if bodies and not self._handshaken:
             self._handshaken = True
             bodies.pop(0)

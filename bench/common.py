@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import resource
+import struct
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -126,3 +127,21 @@ async def measured_window(
     loop = asyncio.get_running_loop()
     server_cpu = await loop.run_in_executor(None, receive, pipe, 60.0)
     return elapsed, client_cpu, server_cpu
+
+
+_FRAME_SIZE = struct.Struct(">I")
+
+
+def take_commands(buf: bytearray) -> list[bytes]:
+    """The command bodies of the whole frames at the start of `buf` (a binary client's receive
+    buffer), removed from it; a partial frame stays for the next read."""
+    pos, end, bodies = 0, len(buf), []
+    while end - pos >= 8:
+        (size,) = _FRAME_SIZE.unpack_from(buf, pos)
+        if end - pos < 4 + size:
+            break
+        (cmd_size,) = _FRAME_SIZE.unpack_from(buf, pos + 4)
+        bodies.append(bytes(buf[pos + 8 : pos + 8 + cmd_size]))
+        pos += 4 + size
+    del buf[:pos]
+    return bodies
