@@ -3,6 +3,7 @@ a fresh chroot for every test that asks for one."""
 
 from __future__ import annotations
 
+import functools
 import os
 import uuid
 from collections.abc import Iterator
@@ -28,6 +29,7 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 NEIGHBOUR_HELPERS = {"tests.neighbours", "tests.deploy.prometheus_server", "tests.deploy.gateways"}
 
 
+@functools.cache  # (asked once per test; a module's answer is the same for all of them)
 def _uses_neighbours(module: Any) -> bool:
     return any(
         getattr(value, "__module__", None) in NEIGHBOUR_HELPERS or value_name in NEIGHBOUR_HELPERS
