@@ -177,12 +177,7 @@ def _per_pair_child(work: str, master: str, conn: Connection) -> None:
     from pulsar_lookup_gateway.zones import spark as zones_spark
 
     events = Path(work) / f"events-per-pair-{os.getpid()}"
-    events.mkdir()
-    settings = {
-        "spark.eventLog.enabled": "true",
-        "spark.eventLog.compress": "false",
-        "spark.eventLog.dir": events.as_uri(),
-    }
+    settings = event_log(events)
     started = time.perf_counter()
     session = zones_spark.session(master, settings=settings)
     start = time.perf_counter() - started
@@ -198,6 +193,22 @@ def _answers(work: Path) -> int:
     return int(pq.ParquetDataset(work / "out" / "answers").read(columns=["response"]).num_rows)
 
 
+def event_log(events: Path) -> dict[str, str]:
+    """Spark settings that write the event log (for the phases) into the folder `events`."""
+    events.mkdir(exist_ok=True)
+    return {
+        "spark.eventLog.enabled": "true",
+        "spark.eventLog.compress": "false",
+        "spark.eventLog.dir": events.as_uri(),
+    }
+
+
+def submit_args(settings: dict[str, str]) -> str:
+    """`settings` as spark-submit's --conf in PYSPARK_SUBMIT_ARGS."""
+    submit = " ".join(f"--conf {shlex.quote(f'{k}={v}')}" for k, v in settings.items())
+    return f"{submit} pyspark-shell"
+
+
 def _command(work: Path, master: str, cache: Path | None, conf: tuple[str, ...]) -> SparkResult:
     """`resolve-zones` as a user runs it, timed from its start to its exit (the JVM's start
     included): its own SparkSession, with the default class archive in `cache` (the user's
@@ -206,15 +217,8 @@ def _command(work: Path, master: str, cache: Path | None, conf: tuple[str, ...])
     (the default archive's name depends on it; a spark-defaults.conf would put a folder that is
     not empty on the class path, where Java archives no classes)."""
     events = work / "events"
-    events.mkdir(exist_ok=True)
-    settings = {
-        "spark.eventLog.enabled": "true",
-        "spark.eventLog.compress": "false",
-        "spark.eventLog.dir": events.as_uri(),
-        **dict(item.split("=", 1) for item in conf),
-    }
-    submit = " ".join(f"--conf {shlex.quote(f'{k}={v}')}" for k, v in settings.items())
-    env = {**os.environ, "PYSPARK_SUBMIT_ARGS": f"{submit} pyspark-shell"}
+    settings = {**event_log(events), **dict(item.split("=", 1) for item in conf)}
+    env = {**os.environ, "PYSPARK_SUBMIT_ARGS": submit_args(settings)}
     if cache is not None:
         env["XDG_CACHE_HOME"] = str(cache)
     argv = [

@@ -31,7 +31,6 @@ import argparse
 import os
 import platform
 import resource
-import shlex
 import statistics
 import subprocess
 import sys
@@ -40,7 +39,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.zones import ZONES, snapshot, write_topics, write_zones
+from bench.zones import ZONES, event_log, snapshot, submit_args, write_topics, write_zones
 
 SECTION = "## resolve-zones against its floor (Spark)"
 COMMAND = "python -m bench.zones_floor"
@@ -125,15 +124,7 @@ def _env(work: Path, events: bool) -> dict[str, str]:
     for key in ("PYSPARK_SUBMIT_ARGS", "SPARK_CONF_DIR"):
         env.pop(key, None)
     if events:
-        folder = work / "events"
-        folder.mkdir(exist_ok=True)
-        settings = {
-            "spark.eventLog.enabled": "true",
-            "spark.eventLog.compress": "false",
-            "spark.eventLog.dir": folder.as_uri(),
-        }
-        submit = " ".join(f"--conf {shlex.quote(f'{k}={v}')}" for k, v in settings.items())
-        env["PYSPARK_SUBMIT_ARGS"] = f"{submit} pyspark-shell"
+        env["PYSPARK_SUBMIT_ARGS"] = submit_args(event_log(work / "events"))
     return env
 
 
