@@ -292,11 +292,12 @@ async def binary_lookup(
     preamble: bytes = b"",
     ssl_context: ssl.SSLContext | None = None,
     server_hostname: str | None = None,
+    listener: str | None = None,
 ) -> tuple[BaseCommand, ssl.SSLObject | None]:
-    """CONNECT then LOOKUP `topic`, naming no listener, from `local_host` (a loopback source
-    address), after writing `preamble` (a PROXY header) in the clear, over TLS with
-    `server_hostname` as SNI when `ssl_context` is given. The LOOKUP_RESPONSE and the TLS
-    object (for the certificate); ConnectionError when the server closes instead."""
+    """CONNECT then LOOKUP `topic`, naming `listener` (None: no listener), from `local_host`
+    (a loopback source address), after writing `preamble` (a PROXY header) in the clear, over
+    TLS with `server_hostname` as SNI when `ssl_context` is given. The LOOKUP_RESPONSE and the
+    TLS object (for the certificate); ConnectionError when the server closes instead."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         sock.setblocking(False)
@@ -332,7 +333,7 @@ async def binary_lookup(
         writer.write(codec.connect("neighbours-test", 21))
         connected = await receive()
         assert connected.type == BaseCommand.CONNECTED, connected
-        writer.write(codec.lookup(topic, 1))
+        writer.write(codec.lookup(topic, 1, advertised_listener_name=listener))
         answer = await receive()
         assert answer.type == BaseCommand.LOOKUP_RESPONSE, answer
         return answer, writer.get_extra_info("ssl_object")

@@ -111,3 +111,20 @@ def test_every_client_route_and_the_watch_are_routed_and_no_operations_route() -
 def routed(routes: list[dict[str, Any]], path: str) -> list[dict[str, Any]]:
     """The routes of a VirtualService that match `path`."""
     return [r for r in routes if any(istio_matches(m, path) for m in r["match"])]
+
+
+def test_every_route_but_the_internal_ones_ends_on_a_socket_that_refuses_other_listeners() -> None:
+    """A client's ?listenerName= passes Envoy (a VirtualService cannot remove a query parameter)
+    and wins over the header the route sets: the ConfigMap must bound the names a client of
+    each non-internal route's listener may ask for, without the internal listener (issue 41)."""
+    config = configmap_config()
+    internal = config.internal_listener_name
+    outside = {
+        route["headers"]["request"]["set"][HEADER]
+        for vs in istio("VirtualService")
+        for route in vs["spec"]["http"]
+    } - {internal}
+    assert outside
+    for listener in outside:
+        allowed = config.settings_for(listener).allowed_listener_names
+        assert allowed is not None and internal not in allowed, (listener, allowed)

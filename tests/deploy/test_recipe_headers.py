@@ -242,3 +242,45 @@ def test_every_shipped_listener_but_the_internal_one_bounds_the_names_clients_as
     for name in outside:
         allowed = config.settings_for(name).allowed_listener_names
         assert allowed is not None and internal not in allowed, (path, name, allowed)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in WITH_GATEWAY_SIDE if "Gateway side" in p.read_text()],
+    ids=ids([p for p in WITH_GATEWAY_SIDE if "Gateway side" in p.read_text()]),
+)
+def test_every_recipe_socket_bounds_the_names_its_clients_ask_for(path: Path) -> None:
+    """Each recipe's sockets face another network, through a proxy that cannot edit (TCP,
+    TLS passed through) or does not edit a listener name in every case: the gateway side
+    bounds the names a client there may ask for, and leaves out the internal listener."""
+    config, _ = recipe_config(path)
+    listeners = {spec.listener for spec in config.sockets()}
+    assert listeners, path.name
+    for name in listeners:
+        allowed = config.settings_for(name).allowed_listener_names
+        assert allowed is not None, (path.name, name)
+        assert "internal" not in allowed, (path.name, name, allowed)
+
+
+@pytest.mark.parametrize("path", NGINX_HTTP, ids=ids(NGINX_HTTP))
+def test_every_nginx_location_outside_drops_the_clients_query(path: Path) -> None:
+    """A client's ?listenerName= wins over the header a block sets and over its network: every
+    location that does not face the internal listener passes on a query of its own making
+    (`set $args`), never the client's ($args, $query_string) nor a listenerName."""
+    directives = walk(nginx_directives(path.read_text()))
+    proxying = [d for d in directives if d.name == "location" and has(d, "proxy_pass")]
+    outside = [
+        location
+        for location in proxying
+        if not [
+            d
+            for d in location.block
+            if d.name == "proxy_set_header" and d.args == ["X-Pulsar-ListenerName", "internal"]
+        ]
+    ]
+    assert outside, path.name
+    for location in outside:
+        where = f"{path.name}: location {' '.join(location.args)}"
+        (query,) = [d.args for d in location.block if d.name == "set" and d.args[0] == "$args"]
+        assert "$args" not in query[1] and "$query_string" not in query[1], where
+        assert "listenername" not in query[1].lower(), where

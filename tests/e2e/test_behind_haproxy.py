@@ -20,17 +20,20 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import aiohttp
 import pytest
 import trustme
 
 from pulsar_lookup_gateway.gateway.process import Gateway
 from pulsar_lookup_gateway.listeners.config.model import GatewayConfig
+from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import free_port
 from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
 from tests.broker_peer import BrokerPeer
 from tests.e2e.clients import in_thread, produce, reached
 from tests.gateways import config_from, running
 from tests.neighbours import (
+    WAIT,
     binary_lookup,
     common_name,
     haproxy,
@@ -44,6 +47,7 @@ from tests.neighbours import (
 pytestmark = pytest.mark.e2e
 
 TOPIC = "persistent://public/default/haproxy-t1"
+LOOKUP_PATH = "/lookup/v2/topic/persistent/public/default/haproxy-t1"
 
 
 def config_of(tmp_path: Path, nodes: dict[str, object], text: str) -> GatewayConfig:
@@ -72,6 +76,7 @@ PROXIED_GATEWAY = (
     "listener.partner.clientCidrs=192.168.0.0/16\n"
     "listener.lb.proxyProtocol=true\n"
     "trustedProxyCidrs=127.0.0.1/32\n"
+    "listener.lb.allowedListenerNames=office,partner\n"  # the recipe's bound (gateway side)
 )
 
 # The test's own frontends, added to the recipe's (they use its defaults and backends).
@@ -156,6 +161,43 @@ async def test_the_real_client_gets_the_broker_of_its_own_network(
         assert refusals(registry, "lb", reason) == 0
 
 
+async def test_a_client_naming_the_internal_listener_gets_no_internal_address(
+    proxied: ProxiedDeployment,
+) -> None:
+    """Issue 41: in TCP mode HAProxy cannot drop a client's listener name (the binary field,
+    ?listenerName=, X-Pulsar-ListenerName), so the recipe's gateway side is the guard: through
+    every frontend, whatever network the client is on, asking for the internal listener is
+    refused (binary NotAllowedError, HTTP 400) and its address never answered."""
+    internal = proxied.peers["internal"].url
+    for frontend in ("office", "partner", ""):
+        port = proxied.ports[f"{frontend}_binary" if frontend else "binary"]
+        answer, _ = await binary_lookup("127.0.0.1", port, TOPIC, listener="internal")
+        reply = answer.lookupTopicResponse
+        assert reply.error == codec.ServerError.NotAllowedError, (frontend, reply)
+        assert internal not in str(reply), frontend
+        port = proxied.ports[f"{frontend}_http" if frontend else "http"]
+        for query, headers in (
+            ("?listenerName=internal", {}),
+            ("?a=1&listener%4Eame=internal", {}),
+            ("", {"X-Pulsar-ListenerName": "internal"}),
+        ):
+            status, body = await http_get(f"http://127.0.0.1:{port}{LOOKUP_PATH}{query}", headers)
+            assert status == 400, (frontend, query, headers, status, body)
+            assert internal.removeprefix("pulsar://") not in body, (frontend, query, body)
+    # a name the bound allows is answered as asked
+    answer, _ = await binary_lookup("127.0.0.1", proxied.ports["binary"], TOPIC, listener="office")
+    assert answer.lookupTopicResponse.brokerServiceUrl == proxied.peers["office"].url
+
+
+async def http_get(url: str, headers: dict[str, str]) -> tuple[int, str]:
+    timeout = aiohttp.ClientTimeout(total=WAIT)
+    async with (
+        aiohttp.ClientSession(timeout=timeout) as session,
+        session.get(url, headers=headers) as response,
+    ):
+        return response.status, await response.text()
+
+
 # -- SNI routing to one TLS socket ---------------------------------------------------------------
 
 PUBLIC_NAME = "public.gateway.test"
@@ -170,6 +212,8 @@ def sni_gateway(files: dict[str, tuple[Path, Path]]) -> str:
         f"tlsCertificateFilePath={files['edge'][0]}\ntlsKeyFilePath={files['edge'][1]}\n"
         f"listener.public.sniHostnames={PUBLIC_NAME}\n"
         f"listener.corp.sniHostnames={CORP_NAME}\n"
+        # the recipe's bound: the names a server name chooses on this socket, no other
+        "listener.edge.allowedListenerNames=public,corp\n"
     )
     for name in ("public", "corp"):
         text += f"listener.{name}.tlsCertificateFilePath={files[name][0]}\n"
@@ -274,3 +318,25 @@ async def test_the_real_client_dialling_a_name_gets_that_names_listener(
     port = sni.gateway.port_of("edge", "pulsar+ssl")
     await in_thread(produce, f"pulsar+ssl://127.0.0.1:{port}", topic, **trust)
     assert sni.reached(topic) == ["edge"]
+
+
+async def test_a_client_naming_the_internal_listener_through_sni_is_refused(
+    sni: SniDeployment,
+) -> None:
+    """Issue 41: HAProxy passes TLS through and never sees the listener name a client sends;
+    the recipe's gateway side (allowedListenerNames) refuses the internal listener whatever
+    name the client dialled."""
+    for name in (PUBLIC_NAME, CORP_NAME):
+        answer, _ = await binary_lookup(
+            "127.0.0.1", sni.port, TOPIC, ssl_context=sni.trust, server_hostname=name,
+            listener="internal",
+        )  # fmt: skip
+        reply = answer.lookupTopicResponse
+        assert reply.error == codec.ServerError.NotAllowedError, (name, reply)
+        assert "127.0.0.6" not in str(reply), name
+    # a listener the bound allows is answered as asked, over another name's connection
+    answer, _ = await binary_lookup(
+        "127.0.0.1", sni.port, TOPIC, ssl_context=sni.trust, server_hostname=PUBLIC_NAME,
+        listener="corp",
+    )  # fmt: skip
+    assert answer.lookupTopicResponse.brokerServiceUrlTls == sni.peers["corp"].url

@@ -57,6 +57,9 @@ GATEWAY = (
     f"listener.partner.clientCidrs={PARTNER}/32\n"
     "listener.lb.proxyProtocol=true\n"
     f"trustedProxyCidrs={NGINX}/32\n"
+    # the stream recipe's bound (its gateway side); the HTTP socket here is the internal one,
+    # which bounds nothing, so there the forwarded recipe alone must keep listener names out
+    "listener.lb.allowedListenerNames=office,partner\n"
 )
 
 
@@ -180,6 +183,27 @@ async def test_the_proxy_protocol_socket_refuses_all_but_nginx_headers(
     assert await lookup_url(stream_port, PARTNER) == deployment.peers["partner"].url
 
 
+async def test_through_the_stream_proxy_a_client_naming_the_internal_listener_is_refused(
+    deployment: Deployment, stream_port: int
+) -> None:
+    """Issue 41: the stream module cannot read the binary protocol's listener name, so the
+    recipe's gateway side (listener.lb.allowedListenerNames) is the guard: no internal address
+    for a client that asks for one, from any network."""
+    internal = deployment.peers["internal"].url
+    for source in (CLIENT, PARTNER, NOBODY):
+        answer, _ = await binary_lookup(
+            "127.0.0.1", stream_port, TOPIC, local_host=source, listener="internal"
+        )
+        reply = answer.lookupTopicResponse
+        assert reply.error == codec.ServerError.NotAllowedError, (source, reply)
+        assert internal not in str(reply), source
+    # a name the bound allows is answered as asked
+    answer, _ = await binary_lookup(
+        "127.0.0.1", stream_port, TOPIC, local_host=NOBODY, listener="partner"
+    )
+    assert answer.lookupTopicResponse.brokerServiceUrl == deployment.peers["partner"].url
+
+
 # -- http: X-Forwarded-For -----------------------------------------------------------------------
 
 
@@ -238,3 +262,32 @@ async def test_nginx_keeps_serving_while_strangers_are_refused(
     assert all(results[:-1])
     assert results[-1] == deployment.peers["partner"].url
     assert refusals(deployment.registry, "lb", "proxy-header") == 20
+
+
+async def test_through_the_http_proxy_a_client_naming_a_listener_gets_its_networks_broker(
+    deployment: Deployment, http_port: int
+) -> None:
+    """Issue 41: a client's ?listenerName= won over its network (and reached the internal
+    listener's address). The recipe passes on only the parameters the routes read, however the
+    name is spelt; the gateway's socket here bounds nothing, so the recipe alone must hold."""
+    peers = deployment.peers
+    direct = deployment.gateway.port_of("internal", "http")
+    asked = f"{LOOKUP_PATH}?listenerName=internal"
+    # (straight to the gateway, the name wins over the network)
+    assert await http_broker_url(direct, asked, local_host=PARTNER) == peers["internal"].url
+    queries = [
+        "listenerName=internal",
+        "listenerName=internal&listenerName=internal",
+        "a=1&listenerName=internal",
+        "listener%4Eame=internal",  # the gateway decodes a parameter's name
+        "listenerName=partner",
+    ]
+    for query in queries:
+        path = f"{LOOKUP_PATH}?{query}"
+        assert await http_broker_url(http_port, path, local_host=CLIENT) == peers["office"].url
+    # the header, likewise (the recipe removes it)
+    named = {"X-Pulsar-ListenerName": "internal"}
+    assert (
+        await http_broker_url(http_port, asked, local_host=PARTNER, headers=named)
+        == peers["partner"].url
+    )

@@ -232,6 +232,10 @@ async def test_an_internet_client_naming_the_internal_listener_gets_no_internal_
             assert not [a for a in internal if a in body], (query, path, body)
         status, _, body = await get(stage, f"{internet.url}{CLIENT_ROUTES['lookup']}?{query}")
         assert json.loads(body) == external, query
+    # the header too: the block's own value replaces the client's
+    for path in (CLIENT_ROUTES["lookup"], CLIENT_ROUTES["protocol"]):
+        status, _, body = await get(stage, internet.url + path, {LISTENER_HEADER: "internal"})
+        assert status == 200 and not [a for a in internal if a in body], (path, body)
     # the admin routes' own parameters pass (an unknown mode is refused, as directly)
     topics = "/admin/v2/namespaces/public/default/topics"
     bad = await get(stage, f"{internet.url}{topics}?mode=NOPE&listenerName=internal")
