@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import Any
 
 from pulsar_lookup_gateway.console.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from pulsar_lookup_gateway.lookup.errors import LookupFailure
@@ -33,13 +32,10 @@ from pulsar_lookup_gateway.serving.service import LookupService
 WARNING = "for the demo and test clusters only: real brokers own these nodes"
 
 
-def add_parser(sub: Any) -> None:
-    demo = sub.add_parser(
-        "demo",
-        help="move, unload or stop a broker's bundles in the demo's ZooKeeper",
-        description="Change bundle ownership in a ZooKeeper the way Pulsar's brokers write it "
-        f"(ownership znodes under /namespace, registrations under /loadbalance/brokers), "
-        f"{WARNING}.",
+def add_arguments(demo: argparse.ArgumentParser) -> None:
+    demo.description = (
+        "Change bundle ownership in a ZooKeeper the way Pulsar's brokers write it (ownership "
+        f"znodes under /namespace, registrations under /loadbalance/brokers), {WARNING}."
     )
     actions = demo.add_subparsers(dest="action", required=True, metavar="ACTION")
     moving = actions.add_parser("move", help="make BROKER the owner of TOPIC's bundle")

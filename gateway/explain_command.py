@@ -14,6 +14,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pulsar_lookup_gateway.console.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from pulsar_lookup_gateway.gateway.port_offset import (
+    PORT_OFFSET_HELP,
+    PortOffsetError,
+    shift_ports,
+)
 from pulsar_lookup_gateway.gateway.startup import load_or_report
 from pulsar_lookup_gateway.listeners.config.model import GatewayConfig
 from pulsar_lookup_gateway.listeners.explain import (
@@ -32,14 +37,12 @@ if TYPE_CHECKING:
     from pulsar_lookup_gateway.listeners.auth import Authenticator
 
 
-def add_parser(sub: Any) -> None:
-    command = sub.add_parser(
-        "explain",
-        help="show why a client gets the answer it gets for a topic (each routing step)",
-        description="Explain the gateway's answer for TOPIC to a client with the facts given: "
-        "each rule of the listener selection (which chose, why the others did not), what "
-        "would be refused, the bundle, its owner and the URLs. The gateway's own decision "
-        "code decides; nothing is served.",
+def add_arguments(command: argparse.ArgumentParser) -> None:
+    command.description = (
+        "Explain the gateway's answer for TOPIC to a client with the facts given: each rule of "
+        "the listener selection (which chose, why the others did not), what would be refused, "
+        "the bundle, its owner and the URLs. The gateway's own decision code decides; nothing "
+        "is served."
     )
     command.add_argument("topic", help="full or short topic name")
     command.add_argument("--config", required=True, type=Path, help="the gateway's config file")
@@ -61,6 +64,13 @@ def add_parser(sub: Any) -> None:
         metavar="NAME",
         help="the listener the client names (binary advertised_listener_name, HTTP listenerName)",
     )
+    command.add_argument(
+        "--port-offset",
+        type=int,
+        default=0,
+        metavar="N",
+        help=f"as standalone --port-offset: {PORT_OFFSET_HELP}",
+    )
     command.add_argument("--json", action="store_true", help="print the explanation as JSON")
     command.set_defaults(handler=cmd_explain)
 
@@ -80,7 +90,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
     loaded = load_or_report(args.config)
     if loaded is None:
         return EXIT_USAGE
-    config = loaded.config
+    try:  # the sockets `standalone --port-offset N` serves
+        config = shift_ports(loaded.config, args.port_offset)
+    except PortOffsetError as exc:
+        print(f"--port-offset {args.port_offset}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     if args.metadata is not None:
         try:
             url = parse_metadata_url(args.metadata)

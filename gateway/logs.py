@@ -1,9 +1,11 @@
-"""The log's two formats (`--log-format`): text for people, JSON lines for log shippers."""
+"""The log: its setup (level, `--access-log`) and its two formats (`--log-format`): text for
+people, JSON lines for log shippers."""
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -12,6 +14,40 @@ LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 FORMATS = ("text", "json")
 LEVEL_ENV = "PULSAR_GATEWAY_LOG_LEVEL"
 ACCESS_LOGGER = "aiohttp.access"  # aiohttp's access log (`--access-log`)
+ACCESS_LOG_HELP = "log one line per HTTP request (aiohttp's access log; off by default)"
+
+
+def setup_logging(
+    *,
+    level: str | None = None,
+    log_format: str = "text",
+    worker: int | None = None,
+    access_log: bool = False,
+) -> None:
+    """Log to stderr at `level` (None: PULSAR_GATEWAY_LOG_LEVEL, else INFO) in `log_format`
+    (`text` or `json`); `worker`: the index of one of `run --workers N`'s processes, shown in
+    each line. `access_log`: aiohttp's access log (one INFO line per HTTP request) is on,
+    whatever the level. As logging.basicConfig, this does nothing once the root logger has a
+    handler: the first call (the command line's) wins over a command's own."""
+    root = logging.getLogger()
+    if root.handlers:
+        return
+    handler = logging.StreamHandler()
+    if log_format == "json":
+        handler.setFormatter(JsonFormatter(worker))
+    else:
+        handler.setFormatter(text_formatter(f"worker {worker} " if worker is not None else ""))
+    root.addHandler(handler)
+    root.setLevel(resolve_level(level, os.environ))
+    logging.getLogger("kazoo.client").setLevel(logging.WARNING)
+    # Explicitly on or off, so that serve_config() can tell which (access_log_enabled()).
+    logging.getLogger(ACCESS_LOGGER).setLevel(logging.INFO if access_log else logging.WARNING)
+
+
+def access_log_enabled() -> bool:
+    """Whether setup_logging() turned aiohttp's access log on (`--access-log`)."""
+    level = logging.getLogger(ACCESS_LOGGER).level
+    return level != logging.NOTSET and level <= logging.INFO
 
 
 def text_formatter(prefix: str = "") -> logging.Formatter:

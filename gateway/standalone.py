@@ -8,19 +8,18 @@ import os
 import sys
 import tempfile
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from pulsar_lookup_gateway.console.exit_codes import EXIT_FAILED, EXIT_USAGE
-from pulsar_lookup_gateway.gateway.startup import (
-    bind_problems,
-    load_or_report,
-    serve_config,
-    setup_logging,
+from pulsar_lookup_gateway.gateway.logs import ACCESS_LOG_HELP, setup_logging
+from pulsar_lookup_gateway.gateway.port_offset import (
+    PORT_OFFSET_HELP,
+    PortOffsetError,
+    shift_ports,
 )
+from pulsar_lookup_gateway.gateway.startup import bind_problems, load_or_report, serve_config
 from pulsar_lookup_gateway.listeners.config.model import GatewayConfig
-from pulsar_lookup_gateway.listeners.endpoints.addresses import Endpoint
 from pulsar_lookup_gateway.metadata_store.admin import connected, seed
 from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import (
     EmbeddedZooKeeper,
@@ -30,16 +29,20 @@ from pulsar_lookup_gateway.metadata_store.snapshot import SnapshotError, read_sn
 from pulsar_lookup_gateway.tls.devcerts import standalone_tls_env
 
 PROG = "pulsar-lookup-gateway"
-MAX_PORT = 65535
+# configs/ beside the packages (a source checkout or an editable install), else the cwd's.
+_CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+CONFIGS = _CONFIGS if _CONFIGS.is_dir() else Path("configs")
 #: Offsets `standalone` suggests when a port of the demo is taken (a local Pulsar's 6650, 8080).
 SUGGESTED_OFFSETS = (10000, 20000, 30000, 40000, 50000)
-#: The legacy untagged ports: key in the config file -> GatewayConfig field.
-_LEGACY_PORTS = {
-    "brokerServicePort": "broker_service_port",
-    "brokerServicePortTls": "broker_service_port_tls",
-    "webServicePort": "web_service_port",
-    "webServicePortTls": "web_service_port_tls",
-}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, default=CONFIGS / "standalone.conf")
+    parser.add_argument("--snapshot", type=Path, default=CONFIGS / "demo-cluster.json")
+    parser.add_argument("--zookeeper-port", type=int, default=0, help="default: a free one")
+    parser.add_argument("--port-offset", type=int, default=0, metavar="N", help=PORT_OFFSET_HELP)
+    parser.add_argument("--access-log", action="store_true", help=ACCESS_LOG_HELP)
+    parser.set_defaults(handler=cmd_standalone)
 
 
 def cmd_standalone(args: argparse.Namespace) -> int:
@@ -85,69 +88,19 @@ def cmd_standalone(args: argparse.Namespace) -> int:
             with connected(zookeeper.connect_string) as client:
                 seed(client, nodes)
             banner = _standalone_banner(
-                config, zookeeper.connect_string, args.snapshot, Path(certs), nodes, args.config
+                config,
+                zookeeper.connect_string,
+                args.snapshot,
+                Path(certs),
+                nodes,
+                args.config,
+                port_offset=args.port_offset,
             )
             print(banner)
             # Taken between the check above and now: no time to look for a free offset.
             return serve_config(config, in_use_hint=f"{IN_USE} with --port-offset N")
     finally:
         zookeeper.close()
-
-
-class PortOffsetError(ValueError):
-    """An offset that would move a port outside 1..65535; the message names the port."""
-
-
-def shift_ports(config: GatewayConfig, offset: int) -> GatewayConfig:
-    """`config` with every port moved by `offset`: the bindAddresses, the advertisedListeners
-    and the legacy ports (brokerServicePort, webServicePort and their TLS twins). Port 0 (a
-    free port per socket) stays 0. The moved ports keep their distances, so sockets that did
-    not clash before do not clash after. PortOffsetError when a port would leave 1..65535."""
-    if offset == 0:
-        return config
-    ports: list[tuple[int, str]] = []  # (port, where) of every port that moves
-    ports += [
-        (b.endpoint.port, f"bindAddresses {b.listener}:{b.endpoint.url}")
-        for b in config.bind_addresses
-    ]
-    ports += [
-        (e.port, f"advertisedListeners {listener.name}:{e.url}")
-        for listener in config.advertised_listeners
-        for e in listener.endpoints
-    ]
-    ports += [
-        (port, key)
-        for key, field in _LEGACY_PORTS.items()
-        if (port := getattr(config, field)) is not None
-    ]
-    moving = [(port, where) for port, where in ports if port != 0]
-    if not moving:
-        return config
-    low, high = min(p for p, _ in moving), max(p for p, _ in moving)
-    for port, where in moving:
-        if not 1 <= port + offset <= MAX_PORT:
-            raise PortOffsetError(
-                f"would move port {port} ({where}) to {port + offset}, outside 1..{MAX_PORT}; "
-                f"this config takes offsets from {1 - low} to {MAX_PORT - high}"
-            )
-
-    def moved(endpoint: Endpoint) -> Endpoint:
-        return replace(endpoint, port=endpoint.port + offset) if endpoint.port else endpoint
-
-    update: dict[str, Any] = {
-        "bind_addresses": tuple(
-            replace(b, endpoint=moved(b.endpoint)) for b in config.bind_addresses
-        ),
-        "advertised_listeners": tuple(
-            replace(listener, endpoints=tuple(moved(e) for e in listener.endpoints))
-            for listener in config.advertised_listeners
-        ),
-    }
-    for field in _LEGACY_PORTS.values():
-        port = getattr(config, field)
-        if port:
-            update[field] = port + offset
-    return config.model_copy(update=update)
 
 
 def offset_hint(config: GatewayConfig, current: int) -> str:
@@ -177,7 +130,11 @@ def _standalone_banner(
     certs: Path | None = None,
     nodes: Mapping[str, Any] | None = None,
     config_path: Path | None = None,
+    *,
+    port_offset: int = 0,
 ) -> str:
+    """What to try on the demo. `config` is the one served (its ports shifted by
+    `port_offset`); the `explain` line passes the offset on, for explain reads the file."""
     topic = "persistent/public/default/orders-partition-1"
     lines = [
         "",
@@ -206,8 +163,9 @@ def _standalone_banner(
         shown = next(
             (s for s in sockets if s.tls and s.listener in with_tls and s.listener), sockets[0]
         )
+        offset = f" --port-offset {port_offset}" if port_offset else ""
         lines.append(
-            f"  {command} explain orders-partition-1 --config {config_path or CONFIG_HINT}"
+            f"  {command} explain orders-partition-1 --config {config_path or CONFIG_HINT}{offset}"
             f" --metadata zk:{zk} --socket {shown.listener or '-'}:{shown.endpoint.scheme.value}"
             "    # why this answer"
         )

@@ -1,4 +1,4 @@
-"""What every command that starts a gateway does: logging, the config (its problems printed),
+"""What every command that starts a gateway does: the config (its problems printed),
 the checks of what the config needs from this host, and running the gateway until a signal
 stops it."""
 
@@ -17,12 +17,7 @@ from typing import Any
 
 from pulsar_lookup_gateway.console.exit_codes import EXIT_FAILED, EXIT_OK
 from pulsar_lookup_gateway.gateway import factories
-from pulsar_lookup_gateway.gateway.logs import (
-    ACCESS_LOGGER,
-    JsonFormatter,
-    resolve_level,
-    text_formatter,
-)
+from pulsar_lookup_gateway.gateway.logs import access_log_enabled
 from pulsar_lookup_gateway.gateway.socket_names import CannotListen
 from pulsar_lookup_gateway.listeners.auth import AuthConfigError
 from pulsar_lookup_gateway.listeners.config.model import (
@@ -37,42 +32,13 @@ from pulsar_lookup_gateway.tls.errors import TlsConfigError
 from pulsar_lookup_gateway.tls.reload import ListenerTls
 
 
-def setup_logging(
-    *,
-    level: str | None = None,
-    log_format: str = "text",
-    worker: int | None = None,
-    access_log: bool = False,
-) -> None:
-    """Log to stderr at `level` (None: PULSAR_GATEWAY_LOG_LEVEL, else INFO) in `log_format`
-    (`text` or `json`); `worker`: the index of one of `run --workers N`'s processes, shown in
-    each line. `access_log`: aiohttp's access log (one INFO line per HTTP request) is on,
-    whatever the level. As logging.basicConfig, this does nothing once the root logger has a
-    handler: the first call (the command line's) wins over a command's own."""
-    root = logging.getLogger()
-    if root.handlers:
-        return
-    handler = logging.StreamHandler()
-    if log_format == "json":
-        handler.setFormatter(JsonFormatter(worker))
-    else:
-        handler.setFormatter(text_formatter(f"worker {worker} " if worker is not None else ""))
-    root.addHandler(handler)
-    root.setLevel(resolve_level(level, os.environ))
-    logging.getLogger("kazoo.client").setLevel(logging.WARNING)
-    # Explicitly on or off, so that serve_config() can tell which (access_log_enabled()).
-    logging.getLogger(ACCESS_LOGGER).setLevel(logging.INFO if access_log else logging.WARNING)
-
-
-def access_log_enabled() -> bool:
-    """Whether setup_logging() turned aiohttp's access log on (`--access-log`)."""
-    level = logging.getLogger(ACCESS_LOGGER).level
-    return level != logging.NOTSET and level <= logging.INFO
-
-
-def load_or_report(path: Path, env: Mapping[str, str] | None = None) -> LoadedConfig | None:
+def load_or_report(
+    path: Path, env: Mapping[str, str] | None = None, *, strict: bool = False
+) -> LoadedConfig | None:
+    """The config at `path`, its warnings printed; None with its problems printed.
+    `strict`: every key the gateway does not use is a problem (check-config's --strict)."""
     try:
-        loaded = load_config(path, os.environ if env is None else env)
+        loaded = load_config(path, os.environ if env is None else env, strict=strict)
     except ConfigError as exc:
         report_config_error(path, exc)
         return None

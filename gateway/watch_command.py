@@ -7,7 +7,6 @@ import argparse
 import asyncio
 import json
 import sys
-from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import aiohttp
@@ -20,12 +19,10 @@ MAX_MESSAGE = 1024 * 1024  # bytes of one message from the gateway
 NORMAL_CLOSES = frozenset({1000, 1001})
 
 
-def add_parser(sub: Any) -> None:
-    watch = sub.add_parser(
-        "watch",
-        help="print where topics live, and every change, as JSON lines (ownership watch)",
-        description="Subscribe to the gateway's ownership watch and print one JSON line per "
-        "message (owner, unowned, error) until the gateway closes the stream or Ctrl-C.",
+def add_arguments(watch: argparse.ArgumentParser) -> None:
+    watch.description = (
+        "Subscribe to the gateway's ownership watch and print one JSON line per message "
+        "(owner, unowned, error) until the gateway closes the stream or Ctrl-C."
     )
     watch.add_argument("topic", nargs="+", metavar="TOPIC", help="full topic names")
     watch.add_argument(

@@ -22,7 +22,7 @@ import pulsar
 import pytest
 
 from pulsar_lookup_gateway.brokers.lookup_forwarder import BrokerLookupForwarder
-from pulsar_lookup_gateway.gateway.cli import describe_config
+from pulsar_lookup_gateway.gateway.check_config_command import describe_config
 from pulsar_lookup_gateway.gateway.process import Gateway
 from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand

@@ -82,6 +82,30 @@ def test_run_refuses_what_check_config_calls_an_error(tmp_path: Path) -> None:
     assert "listening on" not in result.stderr
 
 
+def test_run_strict_refuses_what_check_config_strict_refuses_with_its_report(
+    tmp_path: Path,
+) -> None:
+    """A broker.conf key the gateway does not use: a warning, and the gateway serves; under
+    --strict an error, and run exits 2 before listening, with check-config --strict's report."""
+    conf = write_config(tmp_path / "g.conf", f"file:{DEMO}")
+    conf.write_text(conf.read_text() + "managedLedgerDefaultEnsembleSize=2\n")
+    lenient = Running("run", "--config", str(conf))
+    assert lenient.stop() == 0
+    assert "warning: managedLedgerDefaultEnsembleSize" in "".join(lenient.lines)
+    check = subprocess.run(
+        [EXE, "check-config", "--config", str(conf), "--strict"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    result = subprocess.run(
+        [EXE, "run", "--config", str(conf), "--strict"], capture_output=True, text=True, timeout=60
+    )
+    assert (check.returncode, result.returncode) == (2, 2), result.stderr
+    unused = f"managedLedgerDefaultEnsembleSize ({conf}:6): not a key the gateway uses"
+    assert unused in result.stderr
+    assert result.stderr == check.stderr
+    assert "listening on" not in result.stdout + result.stderr
+
+
 def test_run_with_a_missing_snapshot_exits_1(tmp_path: Path) -> None:
     conf = write_config(tmp_path / "g.conf", f"file:{tmp_path / 'missing.json'}")
     result = subprocess.run(

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pulsar_lookup_gateway.gateway.cli import main
+from pulsar_lookup_gateway.gateway.port_offset import shift_ports
 from pulsar_lookup_gateway.gateway.standalone import (
     _standalone_banner,
     tls_client_lines,
@@ -64,3 +65,32 @@ def test_the_banners_explain_line_runs(capsys: pytest.CaptureFixture[str]) -> No
     explained = json.loads(capsys.readouterr().out)
     assert explained["socket"]["listener"] == "external"
     assert explained["answer"]["brokerServiceUrlTls"].startswith("pulsar+ssl://broker-1")
+
+
+def test_the_banners_explain_line_names_the_shifted_ports(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Under `standalone --port-offset 10000` the explain line explains the socket standalone
+    serves (pulsar+ssl://127.0.0.2:16651), not the config file's (6651)."""
+    config = shift_ports(load_config(CONFIGS / "standalone.conf", {}).config, 10000)
+    nodes = read_snapshot(CONFIGS / "demo-cluster.json")
+    banner = _standalone_banner(
+        config, "127.0.0.1:2181", CONFIGS / "demo-cluster.json", CA.parent, nodes,
+        CONFIGS / "standalone.conf", port_offset=10000,
+    )  # fmt: skip
+    [line] = [line for line in banner.splitlines() if " explain " in line]
+    argv = line.split("#")[0].split()[1:]
+    argv[argv.index("--metadata") + 1] = f"file:{CONFIGS / 'demo-cluster.json'}"
+    assert main([*argv, "--json"]) == 0
+    explained = json.loads(capsys.readouterr().out)
+    assert explained["socket"]["url"] == "pulsar+ssl://127.0.0.2:16651"
+    assert main([*argv, "--socket", "pulsar+ssl://127.0.0.2:16651"]) == 0  # its URL names it
+    assert "socket    pulsar+ssl://127.0.0.2:16651 (listener external)" in capsys.readouterr().out
+
+
+def test_explain_refuses_an_offset_that_moves_a_port_out_of_range(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["explain", "t", "--config", str(CONFIGS / "standalone.conf"), "--port-offset", "60000"]
+    assert main(argv) == 2
+    assert "--port-offset 60000: would move port" in capsys.readouterr().err

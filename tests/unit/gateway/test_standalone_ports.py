@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pulsar_lookup_gateway.gateway.standalone import PortOffsetError, shift_ports
+from pulsar_lookup_gateway.gateway.port_offset import PortOffsetError, shift_ports
 from pulsar_lookup_gateway.listeners.config.model import GatewayConfig, load_config
 from tests.processes import ROOT
 
