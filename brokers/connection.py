@@ -34,11 +34,24 @@ from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
 from pulsar_lookup_gateway.lookup.untrusted import printable
 from pulsar_lookup_gateway.serving.held_bytes import Hold
 
-__all__ = ["PROTOCOL_VERSION", "BrokerConnection"]
+__all__ = ["PROTOCOL_VERSION", "AnswerNotHeld", "BrokerConnection"]
 
 log = logging.getLogger(__name__)
 
 PROTOCOL_VERSION = 21
+
+
+class AnswerNotHeld(LookupFailure):
+    """TOO_MANY_REQUESTS: the broker's answer could not be held for its client and was dropped
+    as it was read; `weighed`: its bytes (what the next such request is charged ahead)."""
+
+    def __init__(self, weighed: int, refused: str) -> None:
+        super().__init__(
+            FailureKind.TOO_MANY_REQUESTS,
+            f"the broker's answer ({weighed} bytes) cannot be held for this client: {refused}; "
+            "retry later",
+        )
+        self.weighed = weighed
 
 
 @functools.cache
@@ -184,14 +197,8 @@ class BrokerConnection(asyncio.Protocol):
             refused = hold.add(size) if hold is not None else None
             if refused is None:
                 answer.set_result(command)
-            else:  # (dropped here: only the failure is kept)
-                answer.set_exception(
-                    LookupFailure(
-                        FailureKind.TOO_MANY_REQUESTS,
-                        f"the broker's answer ({size} bytes) cannot be held for this client: "
-                        f"{refused}; retry later",
-                    )
-                )
+            else:  # (dropped here: only the failure, and what it weighed, is kept)
+                answer.set_exception(AnswerNotHeld(size, refused))
 
     def _write(self, frame: bytes) -> None:
         if self._transport is not None and not self._transport.is_closing():

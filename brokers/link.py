@@ -28,7 +28,10 @@ the caller releases the hold once the answer is written out. An answer the clien
 take is dropped there (TOO_MANY_REQUESTS): the connection is read at the broker's pace, so
 one client's unread answers never hold back another's. Before asking, the hold is charged
 what the same request's answer weighed last time (brokers.answer_sizes): a client the budget
-cannot hold is refused at once, and puts no megabytes in front of the others' answers.
+cannot hold is refused at once, and puts no megabytes in front of the others' answers. While
+that size is not known (a request never asked before), one client asks and the others wait,
+within the request timeout, for its answer to be weighed: the first burst of strangers for a
+big answer costs the broker one answer, not one per stranger.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from pulsar_lookup_gateway.brokers.answers import (
     schema_of,
     topics_of,
 )
+from pulsar_lookup_gateway.brokers.connection import AnswerNotHeld
 from pulsar_lookup_gateway.brokers.dispatch import Dispatcher
 from pulsar_lookup_gateway.brokers.failures import link_closed, unavailable
 from pulsar_lookup_gateway.brokers.fan_out import TopicFanOut
@@ -249,23 +253,32 @@ class BrokerLink:
 
     async def _held(self, key: str, hold: Hold | None, asking: Awaitable[T]) -> T:
         """`asking` awaited with `hold` charged first what `key`'s answer weighed last time;
-        TOO_MANY_REQUESTS, and nothing asked, if that cannot be held for the client."""
+        TOO_MANY_REQUESTS, and nothing asked, if that cannot be held for the client. While
+        that is not known, one client asks and the others wait for its answer to be weighed
+        (brokers.answer_sizes): a first burst of strangers costs the broker one answer."""
         if hold is None:
             return await asking
-        estimate = self._sizes.get(key)
-        refused = hold.reserve(estimate) if estimate else None
-        if refused is not None:
+        sizes = self._sizes
+        try:
+            async with sizes.turn(key, self.settings.request_timeout) as estimate:
+                refused = hold.reserve(estimate) if estimate else None
+                if refused is not None:
+                    raise LookupFailure(
+                        FailureKind.TOO_MANY_REQUESTS,
+                        f"the answer (last {estimate} bytes) cannot be held for this client: "
+                        f"{refused}; retry later",
+                    )
+                try:
+                    answer = await asking
+                except AnswerNotHeld as dropped:  # (weighed all the same)
+                    sizes.put(key, hold.read + dropped.weighed)
+                    raise
+                if hold.read:
+                    sizes.put(key, hold.read)
+                return answer
+        finally:
             if inspect.iscoroutine(asking):
-                asking.close()  # (never started: nothing was sent)
-            raise LookupFailure(
-                FailureKind.TOO_MANY_REQUESTS,
-                f"the answer (last {estimate} bytes) cannot be held for this client: {refused}; "
-                "retry later",
-            )
-        answer = await asking
-        if hold.read:
-            self._sizes.put(key, hold.read)
-        return answer
+                asking.close()  # (never started when refused or timed out: nothing was sent)
 
     async def close(self) -> None:
         self._pool.close()
