@@ -113,6 +113,7 @@ class Gateway:
         self.tls_metrics = TlsMetrics(self.service.metrics.registry)
         self.tls = GatewayTls({}, 0)
         self.listener_table: list[dict[str, Any]] = []  # filled in once ports are known
+        self.accepting = False  # every socket accepts (what /ready waits for)
 
     async def start(self) -> None:
         specs = self.config.sockets()
@@ -150,6 +151,7 @@ class Gateway:
             raise
         self.tls.start()
         self.listener_table[:] = self._table()
+        self.accepting = True
         if self.service.metrics.multiprocess and self._metrics_refresh is None:
             self._metrics_refresh = asyncio.create_task(self._refresh_metrics())
 
@@ -177,6 +179,7 @@ class Gateway:
         http_settings = factories.http_settings(
             self.config, spec.listener, self.authenticator, lambda: self.listener_table
         )
+        http_settings = dataclasses.replace(http_settings, accepting=lambda: self.accepting)
         app = build_app(self.service, http_settings, broker_link=self.broker_link)
         return HttpServer(
             spec,
@@ -222,6 +225,7 @@ class Gateway:
 
     async def stop(self) -> None:
         """Stop accepting everywhere at once, let in-flight lookups finish, then close."""
+        self.accepting = False
         timeout = self.config.shutdown_timeout_seconds
         if self._metrics_refresh is not None:
             self._metrics_refresh.cancel()

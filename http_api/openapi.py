@@ -289,8 +289,9 @@ OPENAPI: dict[str, Any] = {
         "/ready": {
             "get": {
                 "summary": (
-                    "Readiness: the metadata source is connected and warm (on a socket that "
-                    "requires authentication the reason is generic)"
+                    "Readiness: the metadata source is connected and warm and every socket of "
+                    "the process accepts (on a socket that requires authentication the reason "
+                    "is generic)"
                 ),
                 "operationId": "ready",
                 "responses": {

@@ -33,6 +33,7 @@ class OperationsRoutes:
         self.callers = callers
         self.listener_table = settings.listener_table
         self.authenticate_metrics = settings.authenticate_metrics
+        self.accepting = settings.accepting
 
     async def status_page(self, request: web.Request) -> web.Response:
         return web.Response(text="OK")
@@ -41,6 +42,8 @@ class OperationsRoutes:
         return web.json_response({"status": "alive"})
 
     async def ready(self, request: web.Request) -> web.Response:
+        # Ready: the metadata is loaded and every socket of the process accepts (a binary
+        # socket listed after this one may still be making its answers ahead).
         status = self.service.source.status()
         if self.callers.guard.required:
             # The probe is open to anyone, and the source's reason names the ZooKeeper hosts
@@ -48,9 +51,12 @@ class OperationsRoutes:
             reason = "" if status.ready else "metadata store not ready"
         else:
             reason = status.reason if status.ready else (status.reason or "metadata not ready")
+        ready = status.ready
+        if ready and not self.accepting():
+            ready, reason = False, "not every socket accepts"
         return web.json_response(
-            {"ready": status.ready, "stale": status.stale, "reason": reason},
-            status=200 if status.ready else 503,
+            {"ready": ready, "stale": status.stale, "reason": reason},
+            status=200 if ready else 503,
         )
 
     async def metrics(self, request: web.Request) -> web.Response:

@@ -37,6 +37,10 @@ def no_listener_table() -> Sequence[Mapping[str, object]]:
     return ()
 
 
+def always_accepting() -> bool:
+    return True
+
+
 @dataclass(frozen=True, slots=True)
 class HttpSettings:
     """One HTTP socket: `listener` is the listener it is tagged with (None: a legacy port)."""
@@ -57,3 +61,7 @@ class HttpSettings:
     #: warm lookups are answered from the answer memo (serving.memo)
     memoise_lookups: bool = True
     listener_table: ListenerTable = no_listener_table
+    #: whether every socket of the process accepts now, read when /ready is asked (the process
+    #: starts its sockets one by one, a binary one after making its answers ahead, and stops
+    #: them all at once); an application served alone: its socket
+    accepting: Callable[[], bool] = always_accepting
