@@ -150,7 +150,7 @@ async def http_burst(port: int) -> list[asyncio.StreamWriter]:
     return strangers
 
 
-async def binary_burst(port: int) -> list[RawClient]:
+async def binary_burst(port: int) -> list[asyncio.StreamWriter]:
     """`STRANGERS` binary connections, CONNECTED, each asking for the big schema once and
     never reading after the handshake."""
     strangers = []
@@ -158,7 +158,7 @@ async def binary_burst(port: int) -> list[RawClient]:
         client = RawClient(*await non_reader(port))
         await client.handshake()
         client.send(codec.get_schema(TOPIC, 1))
-        strangers.append(client)
+        strangers.append(client.writer)
     return strangers
 
 
@@ -183,7 +183,7 @@ async def binary_schema(port: int, topic: str) -> int:
 async def _attack(
     port: int,
     peer: LatePeer,
-    burst: Callable[[int], Awaitable[list[Any]]],
+    burst: Callable[[int], Awaitable[list[asyncio.StreamWriter]]],
     read_schema: Callable[[int, str], Awaitable[int]],
     other: str,
     mine: str,
@@ -200,7 +200,8 @@ async def _attack(
     await asyncio.sleep(3.0)  # the first answer weighed, the waiters charged or refused
     # A client that reads still gets the big schema whole (stalled strangers make room).
     assert await read_schema(port, mine) == SCHEMA_BYTES
-    del strangers
+    for writer in strangers:
+        writer.close()
     return outstanding, peer.asked()
 
 
