@@ -30,6 +30,7 @@ from pulsar_lookup_gateway.listeners.config.auth_keys import (
     TOKEN_PROVIDER,
 )
 from pulsar_lookup_gateway.listeners.config.model import GatewayConfig
+from pulsar_lookup_gateway.serving.held_bytes import HeldBytes
 
 
 def binary_settings(config: GatewayConfig, listener: str | None) -> BinarySettings:
@@ -66,15 +67,33 @@ def http_settings(
     )
 
 
+def workers() -> int:
+    """How many workers share the process's bounds (`run --workers N`; 1 alone)."""
+    try:
+        return max(1, int(os.environ.get(WORKERS_ENV, "1")))
+    except ValueError:
+        return 1
+
+
+def held_bytes(config: GatewayConfig) -> HeldBytes:
+    """The one byte budget (the heldBytes* keys). Under `run --workers N` each worker holds
+    1/N of the total and of the unread share, so the process never holds more than the
+    configured total in all; one client's bound is at most a worker's total (a client
+    connects to one worker)."""
+    count = workers()
+    total = config.held_bytes_max // count
+    return HeldBytes(
+        total=total,
+        per_owner=min(config.held_bytes_max_per_client, total),
+        unread=config.held_bytes_max_unread // count,
+    )
+
+
 def watch_settings(config: GatewayConfig) -> WatchSettings:
     """The bounds of the ownership watch's streams (the watch* keys); under `run --workers N`
     each worker enforces its share of the per-address and per-role limits."""
-    try:
-        workers = max(1, int(os.environ.get(WORKERS_ENV, "1")))
-    except ValueError:
-        workers = 1
     return WatchSettings(
-        workers=workers,
+        workers=workers(),
         max_topics=config.watch_max_topics_per_stream,
         max_streams_per_address=config.watch_max_streams_per_address,
         max_streams_per_role=config.watch_max_streams_per_role,

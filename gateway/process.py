@@ -31,7 +31,6 @@ from pulsar_lookup_gateway.lookup.source import MetadataSource
 from pulsar_lookup_gateway.lookup.topic_list import TopicLister
 from pulsar_lookup_gateway.metadata_store.open import open_source
 from pulsar_lookup_gateway.serving.forwarded_lookups import ForwardedLookups
-from pulsar_lookup_gateway.serving.held_bytes import HeldBytes
 from pulsar_lookup_gateway.serving.log_throttle import LogThrottle
 from pulsar_lookup_gateway.serving.service import LookupService
 from pulsar_lookup_gateway.tls.metrics import TlsMetrics
@@ -91,8 +90,8 @@ class Gateway:
             ),
         )
         # The one byte budget: what is held for clients (forwarded answers, unread send
-        # buffers, watch streams), bounded per client and in all.
-        self.held_bytes = HeldBytes()
+        # buffers, watch streams), bounded per client, per pool and in all (heldBytes* keys).
+        self.held_bytes = factories.held_bytes(config)
         self.held_bytes.expose(self.service.metrics)
         self.broker_link = BrokerLink(
             self.service, factories.link_settings(config), held=self.held_bytes

@@ -53,7 +53,7 @@ from pulsar_lookup_gateway.listeners.auth import Identity
 from pulsar_lookup_gateway.listeners.endpoints.client_origin import ClientOrigin
 from pulsar_lookup_gateway.listeners.routing import Refusal, Route
 from pulsar_lookup_gateway.lookup.errors import LookupFailure
-from pulsar_lookup_gateway.serving.held_bytes import HeldBytes
+from pulsar_lookup_gateway.serving.held_bytes import UNREAD, HeldBytes
 from pulsar_lookup_gateway.serving.metrics import PREFIX
 from pulsar_lookup_gateway.serving.ownership_watch import OwnershipWatch
 from pulsar_lookup_gateway.serving.service import LookupService
@@ -109,8 +109,9 @@ class Watches:
     ) -> None:
         self.service = service
         self.settings = settings
-        #: The process's one byte budget: each stream's names, state and queued messages are
-        #: charged to it (the stream is the owner), and a stream over it is closed.
+        #: The process's one byte budget: each stream's names and state are charged to it
+        #: (the stream is the owner) in its watch pool, its queued messages and the request
+        #: being read in its unread pool; a stream over it is closed.
         self.held = held if held is not None else HeldBytes()
         self.hub = OwnershipWatch(service)
         self.by_address: Counter[str] = Counter()
@@ -357,12 +358,13 @@ class _Stream:
 
     # -- the byte budget ----------------------------------------------------------------------
 
-    def charge(self, size: int) -> bool:
-        """Charge `size` more bytes held for this stream to the process's budget; over it,
-        the stream is closed (told why) and False returned."""
+    def charge(self, size: int, pool: str = UNREAD) -> bool:
+        """Charge `size` more bytes held for this stream to the process's budget (`pool`:
+        WATCH for its names and state, UNREAD for what it was not sent yet); over it, the
+        stream is closed (told why) and False returned."""
         if self._closing:
             return False
-        refused = self.held.charge(self, size)
+        refused = self.held.charge(self, size, pool)
         if refused is None:
             return True
         self._closing = True  # (the reader stops; the client is told)
@@ -370,8 +372,8 @@ class _Stream:
         self._later(self.fail("limit_exceeded", message, LIMIT_EXCEEDED, reason="over_budget"))
         return False
 
-    def release(self, size: int) -> None:
-        self.held.release(self, size)
+    def release(self, size: int, pool: str = UNREAD) -> None:
+        self.held.release(self, size, pool)
 
     def parsing(self) -> bool:
         """The request is about to be parsed: what that holds is charged first (False: over
@@ -493,6 +495,9 @@ class _Stream:
                 batch = messages[start : start + SEND_SLICE]
                 # (ahead of the watch's other work: sending gives the queued bytes back)
                 await turns.take(len(batch) * MESSAGE, first=True)
+                # While a send waits for the client to take what was written, the stream holds
+                # what it did not take: it may be closed to make room for a client that reads.
+                self.held.stalled(self, self._closed_for_room)
                 try:
                     await asyncio.wait_for(self._send(batch), timeout)
                 except TimeoutError:
@@ -500,6 +505,7 @@ class _Stream:
                     return
                 except ConnectionError:
                     return
+                self.held.reading(self)
                 self.release(sum(message_bytes(message) for message in batch))
                 self.metrics.messages.inc(len(batch))
 
@@ -515,11 +521,10 @@ class _Stream:
         queue = self._send_queue
         while not queue.stalled(timeout / 2, timeout):
             # A stream that takes nothing of what waits for it may be closed early to make
-            # room in the byte budget for a client that reads (serving.held_bytes).
+            # room in the byte budget for a client that reads (serving.held_bytes); it is
+            # marked reading again once a send completes (_write).
             if queue.still_for > 0:
                 self.held.stalled(self, self._closed_for_room)
-            else:
-                self.held.reading(self)
             await asyncio.sleep(timeout / 2)
         self._stalled()
 

@@ -17,6 +17,7 @@ from pulsar_lookup_gateway.lookup.errors import LookupFailure
 from pulsar_lookup_gateway.lookup.ownership_changes import ErrorCode
 from pulsar_lookup_gateway.lookup.topics import TopicName
 from pulsar_lookup_gateway.lookup.untrusted import printable
+from pulsar_lookup_gateway.serving.held_bytes import UNREAD, WATCH
 from pulsar_lookup_gateway.serving.ownership_watch import OwnershipWatch
 from pulsar_lookup_gateway.serving.watch_turns import NAME, REQUEST_BYTES
 
@@ -48,8 +49,8 @@ class Stream(Protocol):
     def closing(self) -> bool: ...
     def deliver(self, topic: str, message: str) -> None: ...
     def watching(self, topic: str) -> None: ...
-    def charge(self, size: int) -> bool: ...
-    def release(self, size: int) -> None: ...
+    def charge(self, size: int, pool: str = UNREAD) -> bool: ...
+    def release(self, size: int, pool: str = UNREAD) -> None: ...
     def parsing(self) -> bool: ...
     def names_taken(self) -> None: ...
     def control(self, body: dict[str, object]) -> None: ...
@@ -131,10 +132,10 @@ class WatchRequests:
             return
         if not state.room_for(topics):
             return await self._too_many(limit)
-        # The names it will watch, charged before the hub takes any in (given back when
-        # unsubscribed or the stream closes): over the byte budget, the stream is closed.
+        # The names it will watch, charged to the budget's watch pool before the hub takes any
+        # in (given back when unsubscribed or the stream closes): over it, the stream closes.
         new = sum(topic_bytes(full) for full in topics if full not in state.topics)
-        if not stream.charge(new):
+        if not stream.charge(new, WATCH):
             return
         # (the hub adds each to the stream's topics; topics watched already are told again:
         # one message per topic after a subscribe)
@@ -171,7 +172,7 @@ class WatchRequests:
                 continue  # (never watched)
             if stream.state.remove(full):
                 gone.append(full)
-                stream.release(topic_bytes(full))
+                stream.release(topic_bytes(full), WATCH)
         self.hub.unsubscribe(stream, gone, stream.route.choice, stream.role)
 
     async def _update_token(self, token: str) -> None:

@@ -1,11 +1,13 @@
 """The limits and timeouts keys: lookups in flight, connections and frames, the ownership
-watch's streams, and the graceful stop."""
+watch's streams, the byte budget of what is held for clients, and the graceful stop."""
 
 from __future__ import annotations
 
 from pydantic import Field
 
 from pulsar_lookup_gateway.listeners.config.key_group import KeyGroup
+
+MIB = 1024 * 1024
 
 
 class LimitKeys(KeyGroup):
@@ -46,6 +48,28 @@ class LimitKeys(KeyGroup):
     watch_stalled_reader_timeout_seconds: float = Field(30.0, gt=0)
     """An ownership-watch stream whose client reads nothing of what it is sent for this long is
     closed."""
+
+    # The one byte budget (serving.held_bytes): what the gateway holds on clients' behalf.
+    held_bytes_max: int = Field(192 * MIB, ge=2 * MIB)
+    """The most the gateway holds on its clients' behalf, in bytes, whatever they send:
+    forwarded answers not yet written out, unread send buffers, and the ownership watch's
+    queued messages, names and state (heldBytesMaxUnread of it for what clients asked for and
+    have not read, the rest for what watch streams hold while they watch). A charge over a
+    share first closes clients that do not read what they hold (longest stalled first), then
+    is refused: a forwarded answer with 503 (HTTP) or a closed connection (binary), a watch
+    stream with 4008 `limit_exceeded`. Under `run --workers N` each worker holds 1/N of it
+    and of heldBytesMaxUnread: this is the process's total."""
+    held_bytes_max_unread: int = Field(64 * MIB, ge=MIB)
+    """The share of heldBytesMax for what clients asked for and have not read: forwarded
+    answers (a schema, a topic list) until written out, binary send buffers over 1 MiB, watch
+    messages queued and watch requests being read. What strangers can pin by asking and not
+    reading stops here; what watch streams hold while they watch (each name's UTF-8 bytes +
+    512 for its state, about 55 MB for 100,000 topics of 40-byte names) has the rest
+    (heldBytesMax minus this), which they cannot take. Less than heldBytesMax."""
+    held_bytes_max_per_client: int = Field(16 * MIB, ge=64 * 1024)
+    """The most the gateway holds for one client connection or watch stream, in both shares
+    together (a 5 MB schema fits). At most heldBytesMax; under `run --workers N`, at most a
+    worker's share of it."""
 
     shutdown_timeout_seconds: float = Field(5.0, gt=0)
     """On SIGTERM or SIGINT, how long lookups in flight may take before connections are

@@ -205,6 +205,22 @@ def broker_link_problems(plugin: str | None, parameters: SecretStr | None) -> li
     return []
 
 
+def held_bytes_problems(total: int, unread: int, per_client: int) -> list[Problem]:
+    """The byte budget's shares: the unread share is a part of the total (the rest is the
+    watch's), and one client holds no more than the total."""
+    problems: list[Problem] = []
+    if unread >= total:
+        problems.append(
+            (
+                "held_bytes_max_unread",
+                f"must be less than heldBytesMax ({total}): the rest is what watch streams hold",
+            )
+        )
+    if per_client > total:
+        problems.append(("held_bytes_max_per_client", f"must be at most heldBytesMax ({total})"))
+    return problems
+
+
 def _file_url_path(text: str) -> str:
     return unquote(urlsplit(text).path)
 
@@ -257,6 +273,12 @@ RULES: tuple[tuple[frozenset[str], Callable[[Mapping[str, Any]], list[Problem]]]
         lambda v: broker_link_problems(
             v["broker_client_authentication_plugin"],
             v["broker_client_authentication_parameters"],
+        ),
+    ),
+    (
+        frozenset({"held_bytes_max", "held_bytes_max_unread", "held_bytes_max_per_client"}),
+        lambda v: held_bytes_problems(
+            v["held_bytes_max"], v["held_bytes_max_unread"], v["held_bytes_max_per_client"]
         ),
     ),
 )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import threading
+import urllib.request
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -60,6 +61,18 @@ class ChildGateway:
         for line in self.running.process.stdout:
             self.running.lines.append(line)
 
+    def metric(self, name: str, labels: str = "") -> float:
+        """One sample of the gateway's /metrics (0 when absent); `labels` as they are written
+        there, e.g. `reason="stalled"`. The socket must be HTTP."""
+        url = f"http://127.0.0.1:{self.port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            text = response.read().decode()
+        wanted = name + (f"{{{labels}}}" if labels else "")
+        for line in text.splitlines():
+            if line.startswith(wanted + " "):
+                return float(line.split()[-1])
+        return 0.0
+
     def reset_peak(self) -> None:
         """Start counting the peak anew (Linux: writing 5 to clear_refs resets VmHWM)."""
         with open(f"/proc/{self.pid}/clear_refs", "w") as clear:
@@ -100,3 +113,14 @@ class ChildGateway:
         trace: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+class HttpGateway(ChildGateway):
+    """A child gateway with one HTTP socket of the internal listener (the broker link's)."""
+
+    LISTENERS = (
+        "advertisedListeners=internal:pulsar://127.0.0.1:6650,internal:http://127.0.0.1:8080\n"
+        "bindAddresses=internal:http://127.0.0.1:0\n"
+        "internalListenerName=internal\n"
+    )
+    SOCKET = ("http", "internal")

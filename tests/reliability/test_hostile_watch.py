@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import signal
 import subprocess
 import threading
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +23,9 @@ from tests.integration.serving.watch_client import (
     FIRST,
     IN_FIRST,
     Watcher,
+    long_names,
+    subscribe_frame,
+    subscribe_in_frames,
     watching,
 )
 from tests.processes import DEMO, EXE
@@ -42,20 +43,6 @@ class WatchGateway(ChildGateway):
         "bindAddresses=external:http://127.0.0.1:0\n"
     )
     SOCKET = ("http", "external")
-
-    def metric(self, name: str, labels: str = "") -> float:
-        url = f"http://127.0.0.1:{self.port}/metrics"
-        with urllib.request.urlopen(url, timeout=10) as response:
-            text = response.read().decode()
-        wanted = name + (f"{{{labels}}}" if labels else "")
-        for line in text.splitlines():
-            if line.startswith(wanted + " "):
-                return float(line.split()[-1])
-        return 0.0
-
-
-def subscribe_frame(names: list[str]) -> str:
-    return json.dumps({"type": "subscribe", "topics": names}, separators=(",", ":"))
 
 
 async def served(port: int) -> None:
@@ -157,20 +144,6 @@ async def _streams_admitted(port: int, count: int) -> int:
             body = await stream.next()
             admitted += body.get("topic") == "persistent://public/default/orders"
         return admitted
-
-
-def long_names(prefix: str, count: int) -> list[str]:
-    """`count` topic names of ~4,000 bytes each."""
-    return [f"persistent://public/default/{prefix}{'n' * 3950}-{i:05d}" for i in range(count)]
-
-
-async def subscribe_in_frames(watcher: Watcher, names: list[str], per_frame: int = 200) -> None:
-    """Subscribe `names` in frames under watchMaxFrameBytes (sending stops once closed)."""
-    for start in range(0, len(names), per_frame):
-        try:
-            await watcher.ws.send_str(subscribe_frame(names[start : start + per_frame]))
-        except ConnectionError:
-            return
 
 
 async def attack(watcher: Watcher, prefix: str) -> tuple[int | None, list[dict[str, Any]]]:

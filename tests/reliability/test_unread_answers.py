@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 
 from pulsar_lookup_gateway.listeners.protocol import codec
-from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import BaseCommand, Schema
+from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import BaseCommand
 from pulsar_lookup_gateway.metadata_store.synthetic import cluster
-from tests.broker_peer import BrokerPeer, RawClient
+from tests.broker_peer import RawClient
 from tests.reliability.child_gateway import MIB, ChildGateway
+from tests.reliability.schema_broker import non_reader, schema_broker
 
 TOPIC = "persistent://public/default/big-schema"
 SCHEMA_BYTES = 1024 * 1024
@@ -35,10 +36,7 @@ GROWTH_BOUND = 64 * MIB
 
 async def open_non_reader(port: int) -> tuple[socket.socket, RawClient]:
     """A connection whose receive buffer is small, CONNECTED, then never read again."""
-    raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    raw.setblocking(False)
-    await asyncio.get_running_loop().sock_connect(raw, ("127.0.0.1", port))
+    raw = await non_reader(port)
     reader, writer = await asyncio.open_connection(sock=raw)
     client = RawClient(reader, writer)
     await client.handshake()
@@ -47,14 +45,7 @@ async def open_non_reader(port: int) -> tuple[socket.socket, RawClient]:
 
 @pytest.mark.timeout(120)
 async def test_unread_forwarded_answers_are_bounded(tmp_path: Path) -> None:
-    async with BrokerPeer(name="broker") as peer:
-        peer.schemas[TOPIC] = codec.schema(
-            "public/default/big-schema", Schema.STRING, b"x" * SCHEMA_BYTES, {}
-        )
-        nodes = cluster(brokers=1, owned={})
-        nodes["/loadbalance/brokers/b1:8080"]["advertisedListeners"]["internal"][
-            "brokerServiceUrl"
-        ] = peer.url
+    async with schema_broker(TOPIC, SCHEMA_BYTES) as (peer, nodes):
         gateway = ChildGateway(tmp_path, nodes)
         port = gateway.port
         try:

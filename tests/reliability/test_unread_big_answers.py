@@ -12,73 +12,30 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import aiohttp
 import pytest
 
 from pulsar_lookup_gateway.listeners.protocol import codec
-from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import BaseCommand, Schema
-from pulsar_lookup_gateway.metadata_store.synthetic import cluster
-from tests.broker_peer import BrokerPeer, RawClient
-from tests.reliability.child_gateway import MIB, ChildGateway
+from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import BaseCommand
+from tests.broker_peer import RawClient
+from tests.reliability.child_gateway import MIB, ChildGateway, HttpGateway
+from tests.reliability.schema_broker import (
+    http_schema,
+    http_strangers,
+    non_reader,
+    schema_broker,
+    settled,
+)
 
 TOPIC = "persistent://public/default/big"
-SCHEMA_PATH = "/admin/v2/schemas/public/default/big/schema"
 SCHEMA_BYTES = 5_000_000
 # The issue's bound for 60 unread 5 MB schemas (the budget's total is 64 MiB; the rest is
 # what is made and dropped on the way).
 GROWTH_BOUND = 128 * MIB
 # How long the honest client may wait for its schema (the issue's "within 5 s").
 HONEST_DEADLINE = 5.0
-
-
-class HttpGateway(ChildGateway):
-    """A child gateway with one HTTP socket of the internal listener (the broker link's)."""
-
-    LISTENERS = (
-        "advertisedListeners=internal:pulsar://127.0.0.1:6650,internal:http://127.0.0.1:8080\n"
-        "bindAddresses=internal:http://127.0.0.1:0\n"
-        "internalListenerName=internal\n"
-    )
-    SOCKET = ("http", "internal")
-
-
-@asynccontextmanager
-async def schema_broker() -> AsyncIterator[tuple[BrokerPeer, dict[str, object]]]:
-    """A test peer playing the broker that serves the 5 MB schema, and a cluster naming it."""
-    async with BrokerPeer(name="broker") as peer:
-        peer.schemas[TOPIC] = codec.schema(
-            "public/default/big", Schema.STRING, b"x" * SCHEMA_BYTES, {}
-        )
-        nodes = cluster(brokers=1, owned={})
-        nodes["/loadbalance/brokers/b1:8080"]["advertisedListeners"]["internal"][
-            "brokerServiceUrl"
-        ] = peer.url
-        yield peer, nodes
-
-
-async def non_reader(port: int) -> socket.socket:
-    """A connection with a small receive buffer that will never be read."""
-    raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    raw.setblocking(False)
-    await asyncio.get_running_loop().sock_connect(raw, ("127.0.0.1", port))
-    return raw
-
-
-async def http_strangers(port: int, count: int) -> list[socket.socket]:
-    """`count` connections that each ask for the schema once (70 bytes) and never read."""
-    request = f"GET {SCHEMA_PATH} HTTP/1.1\r\nHost: gateway\r\n\r\n".encode()
-    loop = asyncio.get_running_loop()
-    strangers = []
-    for _ in range(count):
-        raw = await non_reader(port)
-        await loop.sock_sendall(raw, request)
-        strangers.append(raw)
-    return strangers
 
 
 async def binary_strangers(port: int, count: int) -> list[tuple[socket.socket, RawClient]]:
@@ -94,35 +51,20 @@ async def binary_strangers(port: int, count: int) -> list[tuple[socket.socket, R
     return strangers
 
 
-async def http_schema(session: aiohttp.ClientSession, port: int, timeout: float) -> int:
-    """The length of the schema's data as an honest client reads it."""
-    url = f"http://127.0.0.1:{port}{SCHEMA_PATH}"
-    async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout)) as response:
-        assert response.status == 200, await response.text()
-        answer = await response.json()
-    assert answer["type"] == "STRING"
-    return len(answer["data"])
-
-
-async def settled(peer: BrokerPeer) -> None:
-    """Wait until the strangers were heard: a first one asked of the broker, then two seconds
-    for the rest to be refused or forwarded and the answers held or dropped. (Before the
-    budget, every stranger was asked of the broker; now most are refused at once.)"""
-    assert await peer.wait_for(lambda p: p.topics_seen("GET_SCHEMA").count(TOPIC) >= 2, 60)
-    await asyncio.sleep(2.0)
-
-
 @pytest.mark.timeout(180)
 async def test_sixty_unread_http_schemas_cost_less_than_128_mib(tmp_path: Path) -> None:
-    async with schema_broker() as (peer, nodes), aiohttp.ClientSession() as session:
+    async with (
+        schema_broker(TOPIC, SCHEMA_BYTES) as (peer, nodes),
+        aiohttp.ClientSession() as session,
+    ):
         with HttpGateway(tmp_path, nodes) as gateway:
             port = gateway.port
-            assert await http_schema(session, port, 30) == SCHEMA_BYTES  # warm, and whole
+            assert await http_schema(session, port, TOPIC, 30) == SCHEMA_BYTES  # warm, and whole
             before = gateway.resident()
             gateway.reset_peak()
-            strangers = await http_strangers(port, 60)
-            await settled(peer)
-            assert await http_schema(session, port, 30) == SCHEMA_BYTES  # still served
+            strangers = await http_strangers(port, TOPIC, 60)
+            await settled(peer, TOPIC)
+            assert await http_schema(session, port, TOPIC, 30) == SCHEMA_BYTES  # still served
             grown = gateway.peak() - before
             print(f"\n60 unread HTTP schemas: the gateway's peak grew {grown / MIB:.0f} MiB")
             assert grown < GROWTH_BOUND
@@ -132,7 +74,7 @@ async def test_sixty_unread_http_schemas_cost_less_than_128_mib(tmp_path: Path) 
 
 @pytest.mark.timeout(180)
 async def test_sixty_unread_binary_schemas_cost_less_than_128_mib(tmp_path: Path) -> None:
-    async with schema_broker() as (peer, nodes):
+    async with schema_broker(TOPIC, SCHEMA_BYTES) as (peer, nodes):
         with ChildGateway(tmp_path, nodes) as gateway:
             port = gateway.port
             async with await RawClient.open("127.0.0.1", port) as reader:
@@ -143,7 +85,7 @@ async def test_sixty_unread_binary_schemas_cost_less_than_128_mib(tmp_path: Path
                 before = gateway.resident()
                 gateway.reset_peak()
                 strangers = await binary_strangers(port, 60)
-                await settled(peer)
+                await settled(peer, TOPIC)
                 reader.send(codec.get_schema(TOPIC, 2))
                 second = await reader.expect(timeout=30)
                 assert second.type == BaseCommand.GET_SCHEMA_RESPONSE
@@ -165,12 +107,15 @@ async def test_an_honest_client_gets_its_schema_beside_a_hundred_strangers(
     budget cannot hold are refused at once, the others' answers read at the broker's pace, and
     the honest client's schema comes through whole within its deadline (stalled strangers
     closed to make room for it)."""
-    async with schema_broker() as (peer, nodes), aiohttp.ClientSession() as session:
+    async with (
+        schema_broker(TOPIC, SCHEMA_BYTES) as (peer, nodes),
+        aiohttp.ClientSession() as session,
+    ):
         with HttpGateway(tmp_path, nodes) as gateway:
             port = gateway.port
-            assert await http_schema(session, port, 30) == SCHEMA_BYTES  # warm
-            strangers = await http_strangers(port, 100)
-            await settled(peer)
-            assert await http_schema(session, port, HONEST_DEADLINE) == SCHEMA_BYTES
+            assert await http_schema(session, port, TOPIC, 30) == SCHEMA_BYTES  # warm
+            strangers = await http_strangers(port, TOPIC, 100)
+            await settled(peer, TOPIC)
+            assert await http_schema(session, port, TOPIC, HONEST_DEADLINE) == SCHEMA_BYTES
             for raw in strangers:
                 raw.close()

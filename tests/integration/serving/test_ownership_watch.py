@@ -11,8 +11,6 @@ import gc
 import json
 import logging
 import math
-import os
-import socket
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -35,9 +33,17 @@ from pulsar_lookup_gateway.metadata_store.synthetic import (
     ownership_node,
     topic_in_range,
 )
-from pulsar_lookup_gateway.serving.watch_turns import LOOKUP, NAME, TURN_BUDGET
 from tests.gateways import config_from, running
-from tests.integration.serving.watch_client import FIRST, IN_FIRST, SECOND, WAIT, Watcher, watching
+from tests.integration.serving.watch_client import (
+    FIRST,
+    IN_FIRST,
+    SECOND,
+    WAIT,
+    Watcher,
+    client_frame,
+    raw_stream,
+    watching,
+)
 
 pytestmark = pytest.mark.zookeeper
 
@@ -361,40 +367,6 @@ async def test_limits_of_topics_and_streams_per_address(
 
 
 # -- hostile and slow clients -------------------------------------------------------------------
-
-
-def raw_stream(port: int) -> socket.socket:
-    """A WebSocket opened by hand, with a tiny receive buffer, that reads nothing after the
-    upgrade's answer (blocking: run it in a thread)."""
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sock.settimeout(WAIT)
-    sock.connect(("127.0.0.1", port))
-    key = base64.b64encode(os.urandom(16)).decode()
-    sock.sendall(
-        (
-            "GET /lookup/v2/watch HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
-            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
-        ).encode()
-    )
-    head = b""
-    while not head.endswith(b"\r\n\r\n"):  # byte by byte: not a byte of the frames after it
-        head += sock.recv(1)
-    assert head.startswith(b"HTTP/1.1 101"), head
-    return sock
-
-
-def client_frame(payload: bytes, opcode: int = 0x1) -> bytes:
-    """One masked frame, as a client sends it (RFC 6455 5.2)."""
-    mask = os.urandom(4)
-    size = len(payload)
-    if size < 126:
-        header = bytes([0x80 | opcode, 0x80 | size])
-    elif size < 65536:
-        header = bytes([0x80 | opcode, 0x80 | 126]) + size.to_bytes(2, "big")
-    else:
-        header = bytes([0x80 | opcode, 0x80 | 127]) + size.to_bytes(8, "big")
-    return header + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
 
 
 def metric(gateway: Gateway, name: str) -> float:
@@ -725,8 +697,10 @@ async def _herd(gateway: Gateway) -> None:
             )
         finally:
             ticker.cancel()
-    # (~2 ms of the watch's work an iteration: 400 names or 20 lookups, and two iterations'
-    # worth between two ticks at most; before, every subscribe whose frame had arrived was
-    # taken in at once, and the lookups ran 64 an iteration)
-    assert 0 < most_topics <= 2 * TURN_BUDGET // NAME
-    assert 0 < most_lookups <= 2 * TURN_BUDGET // LOOKUP
+    # (a few ms of the watch's work an iteration, measured: some hundreds of names or ~100
+    # lookups, and two iterations' worth between two ticks at most; loose bounds, of counts,
+    # not times. Before slicing, every subscribe whose frame had arrived was taken in at once:
+    # up to the 10,000 names)
+    assert 0 < most_topics <= 2_000
+    assert 0 < most_lookups <= 1_000
+    assert hub.turns.turns > 10

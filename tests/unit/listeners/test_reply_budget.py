@@ -9,7 +9,9 @@ KIB = 1024
 
 
 def budget_of(total: int, per_connection: int, floor: int) -> ReplyBudget:
-    return ReplyBudget(HeldBytes(total=total, per_owner=per_connection), floor=floor)
+    return ReplyBudget(
+        HeldBytes(total=2 * total, per_owner=per_connection, unread=total), floor=floor
+    )
 
 
 def test_a_connection_over_its_own_bound_is_refused() -> None:

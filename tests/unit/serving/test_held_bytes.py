@@ -1,18 +1,19 @@
-"""The one byte budget (serving.held_bytes): charges, releases, both bounds, room made by
-closing stalled owners."""
+"""The one byte budget (serving.held_bytes): charges, releases, the bounds (per owner, per
+pool), room made by closing stalled owners. Charges go to the unread pool (100 KiB of 200)
+unless a test names the watch pool."""
 
 from __future__ import annotations
 
 import pytest
 
-from pulsar_lookup_gateway.serving.held_bytes import HeldBytes
+from pulsar_lookup_gateway.serving.held_bytes import UNREAD, WATCH, HeldBytes
 from pulsar_lookup_gateway.serving.metrics import LookupMetrics
 
 KIB = 1024
 
 
 def test_charges_within_both_bounds_are_held_and_given_back() -> None:
-    budget = HeldBytes(total=100 * KIB, per_owner=40 * KIB)
+    budget = HeldBytes(total=200 * KIB, per_owner=40 * KIB, unread=100 * KIB)
     assert budget.charge("a", 30 * KIB) is None
     assert budget.charge("a", 10 * KIB) is None
     assert budget.charge("a", 1) is not None  # its own bound
@@ -28,7 +29,7 @@ def test_charges_within_both_bounds_are_held_and_given_back() -> None:
 
 
 def test_the_total_refuses_and_a_refused_charge_charges_nothing() -> None:
-    budget = HeldBytes(total=100 * KIB, per_owner=40 * KIB)
+    budget = HeldBytes(total=200 * KIB, per_owner=40 * KIB, unread=100 * KIB)
     for owner in "abc":
         assert budget.charge(owner, 30 * KIB) is None
     reason = budget.charge("d", 20 * KIB)
@@ -41,7 +42,7 @@ def test_the_total_refuses_and_a_refused_charge_charges_nothing() -> None:
 
 
 def test_stalled_owners_are_closed_longest_stalled_first_to_make_room() -> None:
-    budget = HeldBytes(total=100 * KIB, per_owner=40 * KIB)
+    budget = HeldBytes(total=200 * KIB, per_owner=40 * KIB, unread=100 * KIB)
     closed: list[str] = []
     for owner in "abc":
         assert budget.charge(owner, 30 * KIB) is None
@@ -66,24 +67,65 @@ def test_stalled_owners_are_closed_longest_stalled_first_to_make_room() -> None:
 
 def test_a_per_owner_bound_above_the_total_is_refused() -> None:
     with pytest.raises(ValueError, match="per_owner"):
-        HeldBytes(total=10, per_owner=20)
+        HeldBytes(total=10, per_owner=20, unread=5)
+    with pytest.raises(ValueError, match="unread"):
+        HeldBytes(total=10, per_owner=5, unread=10)
+
+
+def test_what_strangers_pin_cannot_starve_what_watches_hold() -> None:
+    """Unread answers fill their share; watched names still have theirs, and the other way
+    round. One client's bound counts both pools."""
+    budget = HeldBytes(total=100 * KIB, per_owner=40 * KIB, unread=40 * KIB)
+    for owner in "ab":
+        assert budget.charge(owner, 20 * KIB) is None  # strangers' unread answers
+    assert budget.charge("c", 1) is not None  # the unread share is full
+    for owner in "wxy":
+        assert budget.charge(owner, 20 * KIB, WATCH) is None  # names: 60 KiB, their share
+    assert budget.charge("z", 1, WATCH) is not None
+    assert budget.pools[UNREAD].held == 40 * KIB and budget.pools[WATCH].held == 60 * KIB
+    assert budget.held == budget.total == 100 * KIB
+    assert budget.charge("w", 20 * KIB) is not None  # "w" may hold 40 KiB in all: no room
+    budget.release("a", 20 * KIB)
+    assert budget.charge("w", 20 * KIB) is None
+    assert budget.charge("w", 1) is not None  # its own bound, both pools together
+    assert budget.refusals == {"client": 1, "total": 3, "stalled": 0}
+    budget.release("w", 20 * KIB, WATCH)  # a pool's bytes are given back to that pool only
+    assert budget.pools[WATCH].held == 40 * KIB and budget.held_by("w") == 20 * KIB
+    budget.forget("w")
+    assert budget.held == 60 * KIB and budget.held_by("w") == 0  # "b"; "x" and "y"
+
+
+def test_room_is_made_in_the_pool_that_is_full() -> None:
+    """A stalled owner is closed only for room in a pool it holds bytes in."""
+    budget = HeldBytes(total=100 * KIB, per_owner=40 * KIB, unread=40 * KIB)
+    closed: list[str] = []
+    assert budget.charge("names", 30 * KIB, WATCH) is None
+    budget.stalled("names", lambda reason: closed.append("names"))
+    assert budget.charge("stranger", 30 * KIB) is None
+    budget.stalled("stranger", lambda reason: closed.append("stranger"))
+    assert budget.charge("reader", 20 * KIB) is None  # the stranger closed, not "names"
+    assert closed == ["stranger"] and budget.refusals["stalled"] == 1
+    assert budget.held_by("names") == 30 * KIB
 
 
 def test_the_budget_shows_on_metrics() -> None:
     metrics = LookupMetrics()
-    budget = HeldBytes(total=100 * KIB, per_owner=40 * KIB)
+    budget = HeldBytes(total=100 * KIB, per_owner=40 * KIB, unread=64 * KIB)
     assert budget.charge("a", 50 * KIB) is not None
     budget.expose(metrics)
     assert budget.charge("a", 30 * KIB) is None
     assert budget.charge("b", 80 * KIB) is not None
+    assert budget.charge("c", 5 * KIB, WATCH) is None
     sample = metrics.registry.get_sample_value
-    assert sample("pulsar_lookup_gateway_held_bytes") == 30 * KIB
-    assert sample("pulsar_lookup_gateway_held_bytes_limit") == 100 * KIB
+    assert sample("pulsar_lookup_gateway_held_bytes", {"pool": "unread"}) == 30 * KIB
+    assert sample("pulsar_lookup_gateway_held_bytes", {"pool": "watch"}) == 5 * KIB
+    assert sample("pulsar_lookup_gateway_held_bytes_limit", {"pool": "unread"}) == 64 * KIB
+    assert sample("pulsar_lookup_gateway_held_bytes_limit", {"pool": "watch"}) == 36 * KIB
     assert sample("pulsar_lookup_gateway_held_bytes_refusals_total", {"reason": "client"}) == 2
 
 
 def test_a_hold_charges_its_owner_and_gives_everything_back_at_once() -> None:
-    budget = HeldBytes(total=100 * KIB, per_owner=40 * KIB)
+    budget = HeldBytes(total=200 * KIB, per_owner=40 * KIB, unread=100 * KIB)
     hold = budget.hold("a")
     assert hold.add(20 * KIB) is None
     assert hold.add(30 * KIB) is not None  # its owner's bound: nothing added
@@ -99,7 +141,7 @@ def test_a_hold_charges_its_owner_and_gives_everything_back_at_once() -> None:
 
 
 def test_a_reservation_is_charged_ahead_and_taken_by_what_is_read() -> None:
-    budget = HeldBytes(total=100 * KIB, per_owner=40 * KIB)
+    budget = HeldBytes(total=200 * KIB, per_owner=40 * KIB, unread=100 * KIB)
     hold = budget.hold("a")
     assert hold.reserve(30 * KIB) is None
     assert hold.reserve(20 * KIB) is not None  # the owner's bound: nothing reserved
