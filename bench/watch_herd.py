@@ -1,7 +1,8 @@
 """A subscribe herd on the ownership watch: N streams, connected first, all send one subscribe
 of T new topics at once. Measured: how fast the streams get their first answers, and what the
 herd does to a bystander's cached binary lookup on another socket of the same gateway (its
-latency before the herd, the baseline, and during it, in the same run).
+latency before the herd, the baseline, and during it, in the same run), against one stream
+subscribing alone (its first answers' wait: the herd's baseline, same run).
 
     .venv/bin/python -m bench.watch_herd [--streams 1000] [--topics 100] [--rounds 1]
 
@@ -13,6 +14,12 @@ a time, none subscribing), waits a second, then sends every stream's subscribe i
 (topics of their own: `s<n>-t<t>`, so every topic is a new lookup) and times each topic's first
 answer from the moment its stream's subscribe was sent. `--rounds`: herds one after another on
 the same gateway (new streams, new topics), each reported.
+
+Baselines, in each round: the bystander's latency for QUIET seconds before the herd; and one
+stream subscribing T new topics alone, SOLO times one after the other, before the herd (each
+topic's first answer timed as in the herd). The gateway's CPU time during the herd is reported
+too (from just before the subscribes are sent to the last first answer; the streams connect
+before and close after): per topic, it does not depend on how the machine's CPUs were shared.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ import struct
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -36,6 +44,7 @@ from typing import Any
 import aiohttp
 
 from bench.common import cluster_nodes, percentile, receive
+from bench.watch import _Collections
 from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
 
 BROKERS = 20
@@ -45,7 +54,10 @@ CONNECT_BATCH = 100  # streams connecting at once
 BYSTANDER_EVERY = 0.005  # seconds between the bystander's lookups
 QUIET = 2.0  # seconds of the bystander's baseline, before the herd
 AFTER = 1.0  # seconds the bystander goes on after the herd's last first answer
+SOLO = 5  # subscribes of one stream alone (the first answers' baseline)
 _HEADER = struct.Struct(">I")
+#: The gateway's (watch lookups, CPU seconds, full collections, longest's wall and CPU seconds)
+Stats = tuple[int, float, int, float, float]
 
 
 def cluster() -> dict[str, Any]:
@@ -58,11 +70,15 @@ def cluster() -> dict[str, Any]:
 
 def _serve(config_text: str, conn: Connection, profile: str | None) -> None:
     """Child process: a gateway; sends its (HTTP, binary) ports, answers "lookups" with the
-    watch's lookups made so far, stops at "stop"; `profile`: where its cProfile goes."""
+    watch's lookups made so far, its CPU seconds, and its full garbage collections since the
+    last answer (how many, the longest's wall and CPU seconds), stops at "stop"; `profile`:
+    where its cProfile goes."""
     from pulsar_lookup_gateway.gateway.process import Gateway, raise_open_files_limit
     from pulsar_lookup_gateway.http_api.watch import watches_for
     from pulsar_lookup_gateway.listeners.config.conf_file import parse_properties
     from pulsar_lookup_gateway.listeners.config.model import validate_raw
+
+    collections = _Collections()
 
     async def run() -> None:
         raise_open_files_limit()
@@ -72,7 +88,8 @@ def _serve(config_text: str, conn: Connection, profile: str | None) -> None:
         loop = asyncio.get_running_loop()
         while (message := await loop.run_in_executor(None, conn.recv)) != "stop":
             assert message == "lookups"
-            conn.send(watches_for(gateway.service).hub.lookups)
+            hub = watches_for(gateway.service).hub
+            conn.send((hub.lookups, time.process_time(), *collections.take()))
         await gateway.stop()
 
     if profile is None:
@@ -152,11 +169,33 @@ async def _first_answers(
     return False
 
 
-async def herd(
+async def solo(
     session: aiohttp.ClientSession, url: str, args: argparse.Namespace, round_: int
-) -> tuple[float, float, list[float], int]:
+) -> list[float]:
+    """One stream alone subscribes T new topics, SOLO times: every topic's first answer's wait."""
+    firsts: list[float] = []
+    async with session.ws_connect(url, max_msg_size=1 << 20) as ws:
+        for time_ in range(SOLO):
+            topics = [
+                f"persistent://{NAMESPACE}/r{round_}-solo{time_}-t{t}" for t in range(args.topics)
+            ]
+            frame = json.dumps({"type": "subscribe", "topics": topics})
+            sent = time.perf_counter()
+            await ws.send_str(frame)
+            assert await asyncio.wait_for(_first_answers(ws, topics, sent, firsts), 30)
+    return firsts
+
+
+async def herd(
+    session: aiohttp.ClientSession,
+    url: str,
+    args: argparse.Namespace,
+    round_: int,
+    stats: Callable[[], Awaitable[Stats]],
+) -> tuple[float, float, list[float], int, Stats, Stats]:
     """One herd: (when the subscribes were sent, when the last first answer came, every
-    topic's first answer's wait, the streams closed before all their answers)."""
+    topic's first answer's wait, the streams closed before all their answers, the gateway's
+    `stats` just before the subscribes and just after the last first answer)."""
     opened = asyncio.Semaphore(CONNECT_BATCH)
     streams = await asyncio.gather(*(_stream(session, url, opened) for _ in range(args.streams)))
     await asyncio.sleep(1.0)
@@ -166,6 +205,7 @@ async def herd(
     ]
     frames = [json.dumps({"type": "subscribe", "topics": topics}) for topics in names]
     firsts: list[float] = []
+    before = await stats()
     started = time.perf_counter()
     waits = []
     for ws, topics, frame in zip(streams, names, frames, strict=True):
@@ -174,8 +214,9 @@ async def herd(
         waits.append(asyncio.create_task(_first_answers(ws, topics, sent, firsts)))
     answered = await asyncio.wait_for(asyncio.gather(*waits), 120)
     ended = time.perf_counter()
+    after = await stats()
     await asyncio.gather(*(ws.close() for ws in streams))
-    return started, ended, firsts, answered.count(False)
+    return started, ended, firsts, answered.count(False), before, after
 
 
 async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -226,17 +267,23 @@ async def _round(
     bystander.start()
     try:
         assert await loop.run_in_executor(None, receive, mine, 30) == "ready"
-        gateway.send("lookups")
-        before = await loop.run_in_executor(None, receive, gateway, 10)
         quiet_from = time.perf_counter()
         await asyncio.sleep(QUIET)
         quiet_to = time.perf_counter()
-        started, ended, firsts, closed = await herd(session, url, args, round_)
+        alone = await solo(session, url, args, round_)
+
+        async def stats() -> Stats:
+            gateway.send("lookups")
+            answer: Stats = await loop.run_in_executor(None, receive, gateway, 10)
+            return answer
+
+        started, ended, firsts, closed, (before, cpu_before, *_), after = await herd(
+            session, url, args, round_, stats
+        )
+        lookups, cpu, collected, longest, _cpu = after
         await asyncio.sleep(AFTER)
         mine.send("stop")
         samples: list[tuple[float, float]] = await loop.run_in_executor(None, receive, mine, 30)
-        gateway.send("lookups")
-        lookups = await loop.run_in_executor(None, receive, gateway, 10) - before
     finally:
         bystander.join(30)
         if bystander.is_alive():
@@ -247,7 +294,13 @@ async def _round(
         "round": round_,
         "streams": args.streams,
         "topics": args.topics,
-        "lookups": lookups,
+        "lookups": lookups - before,
+        "cpu_s": cpu - cpu_before,
+        "full_gcs": collected,
+        "longest_gc_ms": longest * 1000,
+        "cpu_us_per_topic": (cpu - cpu_before) / (args.streams * args.topics) * 1e6,
+        "solo_p50_ms": percentile(alone, 0.5) * 1000,
+        "solo_p99_ms": percentile(alone, 0.99) * 1000,
         "quiet_p50_ms": percentile(quiet, 0.5) * 1000,
         "quiet_p99_ms": percentile(quiet, 0.99) * 1000,
         "quiet_max_ms": max(quiet, default=float("nan")) * 1000,
@@ -274,8 +327,10 @@ def main(argv: list[str]) -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     print(
         "| streams x topics | watch lookups | bystander p50 / p99 / max: quiet (baseline) | "
-        "during the herd (samples) | first answers p50 / p99 / max | herd served in |\n"
-        "|---|---|---|---|---|---|"
+        "during the herd (samples) | first answers p50 / p99: one stream alone (baseline) | "
+        "herd: p50 / p99 / max | herd served in | gateway CPU in the herd (per topic) | "
+        "full GCs in the herd (longest) |\n"
+        "|---|---|---|---|---|---|---|---|---|"
     )
     for r in asyncio.run(measure(args)):
         print(
@@ -283,8 +338,10 @@ def main(argv: list[str]) -> None:
             f" {r['quiet_p50_ms']:.1f} / {r['quiet_p99_ms']:.1f} / {r['quiet_max_ms']:.1f} ms |"
             f" {r['herd_p50_ms']:.1f} / {r['herd_p99_ms']:.1f} / {r['herd_max_ms']:.1f} ms"
             f" ({r['herd_samples']}) |"
+            f" {r['solo_p50_ms']:.1f} / {r['solo_p99_ms']:.1f} ms |"
             f" {r['first_p50_ms']:.0f} / {r['first_p99_ms']:.0f} / {r['first_max_ms']:.0f} ms |"
-            f" {r['herd_s']:.2f} s |"
+            f" {r['herd_s']:.2f} s | {r['cpu_s']:.2f} s ({r['cpu_us_per_topic']:.0f} us) |"
+            f" {r['full_gcs']} ({r['longest_gc_ms']:.0f} ms) |"
         )
         if r["closed"]:
             print(f"note: {r['closed']} streams were closed before all their first answers")

@@ -33,16 +33,18 @@ import struct
 import sys
 import weakref
 from collections import Counter
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine
 from typing import Any
 
 from aiohttp import WebSocketError, WSCloseCode, WSMsgType, web
+from aiohttp.base_protocol import BaseProtocol
 from prometheus_client import Counter as MetricCounter
 from prometheus_client import Gauge
 
 from pulsar_lookup_gateway.http_api.callers import Callers
 from pulsar_lookup_gateway.http_api.errors import failure_response, json_error
 from pulsar_lookup_gateway.http_api.settings import WatchSettings
+from pulsar_lookup_gateway.http_api.watch_frames import text_frames
 from pulsar_lookup_gateway.http_api.watch_requests import (
     LIMIT_EXCEEDED,
     UNAUTHENTICATED,
@@ -57,7 +59,6 @@ from pulsar_lookup_gateway.serving.held_bytes import UNREAD, HeldBytes
 from pulsar_lookup_gateway.serving.metrics import PREFIX
 from pulsar_lookup_gateway.serving.ownership_watch import OwnershipWatch
 from pulsar_lookup_gateway.serving.service import LookupService
-from pulsar_lookup_gateway.serving.watch_turns import MESSAGE
 
 log = logging.getLogger(__name__)
 
@@ -262,22 +263,6 @@ class _SendQueue:
         self.acked = -1
         self.still_for = 0.0  # seconds with bytes waiting and none acknowledged
 
-    @contextlib.contextmanager
-    def corked(self, cork: bool) -> Iterator[None]:
-        """Hold what is written meanwhile in the kernel and send it as few segments
-        (TCP_CORK): a stream's many small messages cost one send's work, not one each."""
-        raw = self.socket
-        if not cork or raw is None:
-            yield
-            return
-        with contextlib.suppress(OSError):
-            raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
-        try:
-            yield
-        finally:
-            with contextlib.suppress(OSError):
-                raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 0)
-
     def stalled(self, elapsed: float, timeout: float) -> bool:
         """Sampled every `elapsed` seconds: has the client taken nothing for `timeout`?"""
         if self.socket is None:
@@ -318,6 +303,7 @@ class _Stream:
         self.metrics = watches.metrics
         self.ws = ws
         self.transport = request.transport
+        self._protocol = request.protocol
         self.route = route
         self.identity = identity
         self.role = identity.role if identity is not None else None
@@ -487,19 +473,24 @@ class _Stream:
         turns = self.hub.turns
         while True:
             await self._wake.wait()
+            # (ahead of the watch's other work: sending gives the queued bytes back; what is
+            # queued is taken once the turn comes: a herd's first answers go out together)
+            await turns.take(first=True)
             self._wake.clear()
             messages = self.state.take()
-            # In slices, each in the stream's turn, written together (one TCP segment for
-            # many small frames instead of one each)
+            # In slices, each in the stream's turn, written together (one write and one TCP
+            # segment for many small frames instead of one each)
             for start in range(0, len(messages), SEND_SLICE):
                 batch = messages[start : start + SEND_SLICE]
-                # (ahead of the watch's other work: sending gives the queued bytes back)
-                await turns.take(len(batch) * MESSAGE, first=True)
+                if start:
+                    await turns.take(first=True)
                 # While a send waits for the client to take what was written, the stream holds
                 # what it did not take: it may be closed to make room for a client that reads.
                 self.held.stalled(self, self._closed_for_room)
                 try:
-                    await asyncio.wait_for(self._send(batch), timeout)
+                    drained = self._send(batch)
+                    if drained is not None:
+                        await asyncio.wait_for(drained, timeout)
                 except TimeoutError:
                     self._stalled()
                     return
@@ -509,10 +500,19 @@ class _Stream:
                 self.release(sum(message_bytes(message) for message in batch))
                 self.metrics.messages.inc(len(batch))
 
-    async def _send(self, batch: list[str]) -> None:
-        with self._send_queue.corked(len(batch) > 1):
-            for message in batch:
-                await self.ws.send_str(message)
+    def _send(self, batch: list[str]) -> Coroutine[Any, Any, None] | None:
+        """Write the batch's frames with one write (not one per message); what to await
+        while the transport's buffer is full (None: nothing)."""
+        transport = self.transport
+        if self.ws.closed or transport is None or transport.is_closing():
+            raise ConnectionError("the stream is closing")  # (no frame after a close frame)
+        transport.write(text_frames(batch))
+        # (aiohttp's own protocol: the transport's may be a wrapper, http_api.server's guard,
+        # which passes pause_writing on and is never paused itself)
+        protocol = self._protocol
+        if isinstance(protocol, BaseProtocol) and protocol.writing_paused:
+            return protocol._drain_helper()
+        return None
 
     async def _watch_send_queue(self) -> None:
         """Close the stream once the client has taken nothing of its send queue for the

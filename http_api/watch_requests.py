@@ -19,14 +19,12 @@ from pulsar_lookup_gateway.lookup.topics import TopicName
 from pulsar_lookup_gateway.lookup.untrusted import printable
 from pulsar_lookup_gateway.serving.held_bytes import UNREAD, WATCH
 from pulsar_lookup_gateway.serving.ownership_watch import OwnershipWatch
-from pulsar_lookup_gateway.serving.watch_turns import NAME, REQUEST_BYTES
 
 # Close codes (RFC 6455 leaves 4000-4999 to applications).
 UNAUTHENTICATED = 4001
 LIMIT_EXCEEDED = 4008
 #: Invalid names of one subscribe told one by one; the rest are counted in one more error.
 INVALID_TOLD = 16
-SLICE = 64  # names a subscribe parses at a time (then waits for its next turn)
 #: What a watched topic holds besides its name, for each stream that watches it: the
 #: watched-topic object, its slots in the index and the stream's set, its filing by the keys
 #: that may change it, its shared state (measured in a child gateway: ~490 bytes a topic).
@@ -65,7 +63,7 @@ class WatchRequests:
 
     async def handle(self, text: str) -> None:
         stream = self.stream
-        await self.hub.turns.take(len(text) // REQUEST_BYTES)  # (its JSON parsed in its turn)
+        await self.hub.turns.take()  # (its JSON parsed in its turn)
         if stream.closing or not stream.parsing():
             return
         try:
@@ -106,10 +104,9 @@ class WatchRequests:
         invalid = 0
         untold: tuple[str, str] | None = None  # the first invalid name not told on its own
         turns = self.hub.turns
-        for count, name in enumerate(names):
-            if count % SLICE == 0:
-                # (a slice of names in the stream's turn)
-                await turns.take(min(SLICE, len(names) - count) * NAME)
+        for name in names:
+            if not turns.more():  # (the rest in the stream's next turns)
+                await turns.take()
                 if stream.closing:
                     return
             try:

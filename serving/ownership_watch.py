@@ -24,12 +24,12 @@ from pulsar_lookup_gateway.lookup.topics import TopicName
 from pulsar_lookup_gateway.lookup.write_keys import ALL, Key
 from pulsar_lookup_gateway.serving.collection_hold import CollectionHold
 from pulsar_lookup_gateway.serving.service import LookupService
+from pulsar_lookup_gateway.serving.watch_firsts import FirstLookups
 from pulsar_lookup_gateway.serving.watch_index import Sink, WatchedTopic, WatchIndex
 from pulsar_lookup_gateway.serving.watch_lookups import WatchLookups
-from pulsar_lookup_gateway.serving.watch_turns import NAME, Turns
+from pulsar_lookup_gateway.serving.watch_turns import Turns
 
 FIRST_ANSWER_WAIT = 5.0  # seconds a subscribe waits for its topics' first lookups
-SUBSCRIBE_SLICE = 64  # topics a subscribe takes in at a time (then waits for its next turn)
 
 
 class OwnershipWatch:
@@ -66,22 +66,31 @@ class OwnershipWatch:
         stream reads its next request only once they were made, so one client has one batch
         of lookups in flight at most."""
         self._observe()
-        waiting: list[asyncio.Future[None]] = []
+        # The batches of first lookups it waits for: its own, and another stream's that
+        # is looking up a topic it names
+        waiting: dict[FirstLookups, None] = {}
+        batch: FirstLookups | None = None
         index, lookups = self._index, self._lookups
-        for count, topic in enumerate(topics):
-            if count % SUBSCRIBE_SLICE == 0:
-                await self.turns.take(min(SUBSCRIBE_SLICE, len(topics) - count) * NAME)
+        turns = self.turns
+        for topic in topics:
+            if not turns.more():  # (in the stream's turn: the rest in its next turns)
+                await turns.take()
             entry, new = index.watch(topic, choice, role)
             sink.watching(entry.name)  # (the stream holds the index's string: one copy)
             if new:
-                lookups.first(sink, entry)
+                if batch is None:
+                    batch = FirstLookups()
+                    waiting[batch] = None
+                lookups.first(sink, entry, batch)
             entry.add(sink)
             message = entry.message()
             if message is not None:
                 sink.deliver(entry.name, message)
-            elif entry.first is not None and not entry.first.done():
-                waiting.append(entry.first)
-        return waiting
+            elif entry.first is not None:
+                waiting[entry.first] = None
+        if batch is not None:
+            batch.made()  # (all of its lookups are queued: done once they are made)
+        return [batch.done for batch in waiting if not batch.done.done()]
 
     @staticmethod
     async def first_answers(waiting: list[asyncio.Future[None]]) -> None:

@@ -10,7 +10,6 @@ No I/O, no tasks: the watch (serving.ownership_watch) asks it which topics a wri
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable, Iterator
 from typing import Protocol
 
@@ -26,6 +25,7 @@ from pulsar_lookup_gateway.lookup.topics import TopicName
 from pulsar_lookup_gateway.lookup.view import ClusterView
 from pulsar_lookup_gateway.lookup.write_keys import Key, bundle_lower
 from pulsar_lookup_gateway.serving.memo import NAMESPACE_WIDE, AnswerMemo, place_of
+from pulsar_lookup_gateway.serving.watch_firsts import FirstLookups
 
 #: Topics not found under one list beyond which a write of the list walks the list, not them
 #: (640,000 made-up names checked one by one: ~0.2 s of the loop per ledger created).
@@ -67,7 +67,7 @@ class WatchedTopic:
         self.absent: tuple[str, ...] = ()  # its nodes it waits for (not found)
         self.removed = False
         self.queued = False  # waiting in a queue for its lookup
-        self.first: asyncio.Future[None] | None = None  # done once first looked up
+        self.first: FirstLookups | None = None  # its first lookup's batch, until made
 
     def add(self, sink: Sink) -> None:
         sinks = self.sinks

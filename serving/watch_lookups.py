@@ -1,12 +1,13 @@
 """The ownership watch's lookups: the loop that turns the topics a change concerns (and newly
 watched ones) into new topic states, and hands a state to the topic's streams when it is news.
 
-Lookups run on up to CONCURRENCY tasks, with the lookup service (the same answer, URLs and
-authorization as `/lookup/v2/topic`). Lookups after a change (and retries) come first: a push
-never waits behind a subscribe. First lookups are taken FIRST_BATCH at a time from each
-subscribing stream in turn: a stream that subscribes 10,000 topics delays another's first
-answers by a batch, not by its 10,000. A topic is looked up again after RETRY_INTERVAL while
-its state cannot be told.
+Lookups run in the watch's turns (serving.watch_turns: as many in a row as a turn's time
+allows) on one task, more (up to CONCURRENCY) only while those wait for reads of the metadata,
+with the lookup service (the same answer, URLs and authorization as `/lookup/v2/topic`).
+Lookups after a change (and retries) come first: a push never waits behind a subscribe. First
+lookups are taken FIRST_BATCH at a time from each subscribing stream in turn: a stream that
+subscribes 10,000 topics delays another's first answers by a batch, not by its 10,000. A
+topic is looked up again after RETRY_INTERVAL while its state cannot be told.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ import asyncio
 import contextlib
 import logging
 import sys
+import time
 from collections import OrderedDict, deque
 
-from pulsar_lookup_gateway.lookup.errors import LookupFailure
+from pulsar_lookup_gateway.lookup.auto_creation import lookup_allowed
+from pulsar_lookup_gateway.lookup.errors import LookupFailure, NodeNotLoaded
 from pulsar_lookup_gateway.lookup.ownership_changes import (
     TRANSIENT_FAILURES,
     ErrorCode,
@@ -29,11 +32,14 @@ from pulsar_lookup_gateway.lookup.ownership_changes import (
     failed_state,
     supersedes,
 )
+from pulsar_lookup_gateway.lookup.resolve import ResponseKind
 from pulsar_lookup_gateway.lookup.topics import TopicName
 from pulsar_lookup_gateway.serving.collection_hold import CollectionHold
 from pulsar_lookup_gateway.serving.service import LookupService
+from pulsar_lookup_gateway.serving.watch_bundle_states import BundleState, BundleStates
+from pulsar_lookup_gateway.serving.watch_firsts import FirstLookups
 from pulsar_lookup_gateway.serving.watch_index import Sink, WatchedTopic, WatchIndex
-from pulsar_lookup_gateway.serving.watch_turns import LOOKUP, Turns
+from pulsar_lookup_gateway.serving.watch_turns import Turns
 
 log = logging.getLogger(__name__)
 
@@ -62,18 +68,23 @@ class WatchLookups:
         # Topics being looked up -> the last write asking for them again meanwhile (0: none)
         self._looking: dict[WatchedTopic, int] = {}
         self._workers = 0
+        self._reading = 0  # workers in a lookup (those not in one wait for a turn)
         self._retry: set[WatchedTopic] = set()
         self._retry_timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self.made = 0  # lookups made (tests and the benchmark read it)
+        # States read for bundles at this version of the view (a topic of one is told it)
+        self._bundles = BundleStates()
+        self.shared = 0  # lookups answered from there (tests read it)
 
     @property
     def queued_again(self) -> int:
         return len(self._again)
 
-    def first(self, sink: Sink, entry: WatchedTopic) -> None:
-        """Look a newly watched topic up, in `sink`'s turn; `entry.first` is done then."""
-        entry.first = asyncio.get_running_loop().create_future()
+    def first(self, sink: Sink, entry: WatchedTopic, batch: FirstLookups) -> None:
+        """Look a newly watched topic up, in `sink`'s turn; counted made in `batch` then."""
+        entry.first = batch
+        batch.add()
         entry.queued = True
         self._firsts.setdefault(sink, deque()).append(entry)
         self._start_workers()
@@ -97,8 +108,9 @@ class WatchLookups:
         """`entry` is watched no more (in a stream's first lookups: skipped when taken)."""
         self._again.pop(entry, None)
         self._retry.discard(entry)
-        if entry.first is not None and not entry.first.done():
-            entry.first.set_result(None)
+        if entry.first is not None:
+            entry.first.made()
+            entry.first = None
 
     async def close(self) -> None:
         if self._retry_timer is not None:
@@ -111,7 +123,9 @@ class WatchLookups:
     # -- the workers ------------------------------------------------------------------------
 
     def _start_workers(self) -> None:
-        if self._workers < CONCURRENCY:
+        """A worker for the queued lookups: one does them all in its turns; another starts
+        only while every worker waits for a read of the metadata (up to CONCURRENCY)."""
+        if self._workers == self._reading and self._workers < CONCURRENCY:
             self._workers += 1
             task = asyncio.get_running_loop().create_task(self._work())
             self._tasks.add(task)
@@ -139,38 +153,47 @@ class WatchLookups:
         return None
 
     async def _work(self) -> None:
+        """Lookups, one after the other in the watch's turns: as many as its time allows in
+        one (serving.watch_turns), then the loop polls its sockets. Warm lookups finish
+        without waiting; one that reads the metadata waits (another worker goes on)."""
+        turns = self._turns
         try:
-            while True:
-                # Warm lookups finish without waiting: each waits for its share of a loop turn,
-                # so the loop polls its sockets between a few of them (serving.watch_turns).
-                if self._again or self._firsts:
-                    await self._turns.take(LOOKUP)
-                entry = self._next()
-                if entry is None:
-                    break
-                self._looking[entry] = 0
-                try:
-                    await self._look_up(entry)
-                except Exception:  # a bug of ours must not end the watch of every topic
-                    log.exception("ownership watch: looking up %s failed", entry.name)
-                    self._retry_later(entry)
-                finally:
-                    if entry.first is not None:
-                        if not entry.first.done():
-                            entry.first.set_result(None)
-                        entry.first = None
-                    write = self._looking.pop(entry, 0)
-                    if write > entry.read_at and not entry.removed:  # (written after its read)
-                        self.again(entry)
+            while self._again or self._firsts:
+                await turns.take()
+                while (entry := self._next()) is not None:
+                    self._reading += 1
+                    try:
+                        await self._one(entry)
+                    finally:
+                        self._reading -= 1
+                    if not turns.more():
+                        break
         finally:
             self._workers -= 1
             if not self._workers and not self._again and not self._firsts:
                 self._hold.end()
 
+    async def _one(self, entry: WatchedTopic) -> None:
+        self._looking[entry] = 0
+        try:
+            await self._look_up(entry)
+        except Exception:  # a bug of ours must not end the watch of every topic
+            log.exception("ownership watch: looking up %s failed", entry.name)
+            self._retry_later(entry)
+        finally:
+            if entry.first is not None:
+                entry.first.made()
+                entry.first = None
+            write = self._looking.pop(entry, 0)
+            if write > entry.read_at and not entry.removed:  # (written after its read)
+                self.again(entry)
+
     async def _look_up(self, entry: WatchedTopic) -> None:
         service, index = self.service, self._index
         self.made += 1
         topic = entry.topic  # (parsed for the lookup: the watch holds only the name)
+        if await self._told_shared(entry, topic):
+            return
         client = entry.watcher()  # (its str() is the client, made only for a log line)
         for _ in range(ATTEMPTS):
             try:
@@ -190,6 +213,10 @@ class WatchLookups:
                     if service.source.view is not view or view.version != version:
                         continue  # changed while it was read: the answer may be older
                 state = answered_state(answer, view)
+                if state is not None:  # (read from the view as it is: its bundle's, shared)
+                    connect = answer.response is ResponseKind.CONNECT
+                    shared = BundleState(state, connect, answer.peer_cluster is None)
+                    self._bundles.remember(view, topic, entry.choice, shared)
             except LookupFailure as failure:
                 read_at = index.writes
                 if not failure.logged:  # (a refusal after the lookup: logged as one)
@@ -207,6 +234,35 @@ class WatchLookups:
             self._tell(entry, topic, state)
             return
         self._retry_later(entry)
+
+    async def _told_shared(self, entry: WatchedTopic, topic: TopicName) -> bool:
+        """Tell `entry` the state another topic's lookup just read for its bundle, if there is
+        one at this version of the view and the topic's own checks pass (authorized, exists
+        or may be created), as its lookup would have (serving.watch_bundle_states); False:
+        it takes the full lookup (which tells a refusal and logs it)."""
+        service = self.service
+        if service.logs_each_answer:  # (a line per lookup: the full path writes it)
+            return False
+        started = time.perf_counter()
+        try:
+            if entry.role is not None and service.authorizer is not None:
+                await service.authorize(entry.name, entry.role)
+            view = service.source.view
+            shared = self._bundles.get(view, topic, entry.choice)
+            if shared is None:
+                return False
+            if shared.local and not lookup_allowed(topic, view, service.auto_creation):
+                return False  # (not found: the full lookup tells it)
+        except (LookupFailure, NodeNotLoaded):
+            return False
+        service.tally_for(entry.choice, PROTOCOL).answered(
+            time.perf_counter() - started, shared.connect
+        )
+        if not entry.removed:
+            entry.read_at = self._index.writes
+            self._tell(entry, topic, shared.state)
+        self.shared += 1
+        return True
 
     def _tell(self, entry: WatchedTopic, topic: TopicName, state: TopicState | None) -> None:
         """Record `state` and hand it to the streams if it is news (`supersedes`)."""

@@ -1,0 +1,78 @@
+"""The states the ownership watch read for each bundle at the current version of the view: a
+topic first watched in a bundle whose state was just read by a lookup (a herd's topics: many
+per bundle) is told that state without a lookup of its own.
+
+Exact because a lookup's answer reads nothing of the topic but its namespace, domain and
+bundle (serving.memo's BundleAnswers rest on the same), save for system topics (names with
+`__`, answered in a deleted namespace) and the load manager's own (`pulsar/system`), which
+always take the full lookup; whatever is the topic's own (whether it exists or may be created,
+its authorization) is still checked for each topic (serving.watch_lookups). Only what was read
+from the view as it is now is kept: any write of the view (its version) starts over. Bounded:
+at MAX_STATES the table starts over. No I/O.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from pulsar_lookup_gateway.lookup.ownership_changes import TopicState
+from pulsar_lookup_gateway.lookup.resolve import namespace_bundle
+from pulsar_lookup_gateway.lookup.selection import ListenerChoice
+from pulsar_lookup_gateway.lookup.topics import TopicName
+from pulsar_lookup_gateway.lookup.view import ClusterView
+
+MAX_STATES = 4096  # bundles' states kept at one version of the view
+
+_Key = tuple[ListenerChoice, str, str, object, str]
+
+
+class BundleState(NamedTuple):
+    state: TopicState
+    connect: bool  # the lookup answered Connect (for the lookup metrics)
+    local: bool  # not another cluster's (a local answer checks the topic may be looked up)
+
+
+def shareable(topic: TopicName) -> bool:
+    """Whether `topic`'s answer is its bundle's (not a system or load-manager topic)."""
+    return "__" not in topic.local_name and not (
+        topic.tenant == "pulsar" and topic.namespace == "system"
+    )
+
+
+class BundleStates:
+    def __init__(self) -> None:
+        self._at: tuple[object, int] | None = None  # (view, version) the states were read at
+        self._states: dict[_Key, BundleState] = {}
+
+    @staticmethod
+    def _key(view: ClusterView, topic: TopicName, choice: ListenerChoice) -> _Key:
+        bundle = namespace_bundle(topic, view)  # (may raise: the caller takes the full path)
+        return (choice, topic.tenant, topic.namespace, topic.domain, bundle.name)
+
+    def _current(self, view: ClusterView) -> bool:
+        at = self._at
+        return at is not None and at[0] is view and at[1] == view.version
+
+    def get(
+        self, view: ClusterView, topic: TopicName, choice: ListenerChoice
+    ) -> BundleState | None:
+        """The state read for `topic`'s bundle at this version of `view` (None: none). Raises
+        what reading its bundle raises (LookupFailure, NodeNotLoaded)."""
+        if not self._states or not self._current(view) or not shareable(topic):
+            return None
+        return self._states.get(self._key(view, topic, choice))
+
+    def remember(
+        self,
+        view: ClusterView,
+        topic: TopicName,
+        choice: ListenerChoice,
+        state: BundleState,
+    ) -> None:
+        """Keep the state a lookup of `topic` just read from `view` (unchanged since)."""
+        if not shareable(topic):
+            return
+        if not self._current(view) or len(self._states) >= MAX_STATES:
+            self._states.clear()
+            self._at = (view, view.version)
+        self._states[self._key(view, topic, choice)] = state
