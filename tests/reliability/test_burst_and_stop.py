@@ -2,7 +2,8 @@
 
 Lookups stay in flight while ZooKeeper is frozen (SIGSTOP): the namespace they need appeared
 after the gateway read every namespace ahead and has never been read, so each one waits for the
-same ZooKeeper read.
+same ZooKeeper read. The fictional brokers listen nowhere (tests.unreachable_brokers): a lookup
+the gateway forwards to one is refused at once, whatever the machine has at 10.0.0.x.
 """
 
 from __future__ import annotations
@@ -31,17 +32,12 @@ from pulsar_lookup_gateway.metadata_store.synthetic import cluster
 from tests.broker_peer import RawClient
 from tests.processes import Running
 from tests.reliability.harness import binary_port, gateway_on, http_url
+from tests.unreachable_brokers import unreachable
 
 pytestmark = pytest.mark.zookeeper
 
 MAX_IN_FLIGHT = 50
 COLD = "persistent://acme/cold/t"  # its namespace is only read when a lookup needs it
-
-
-def nodes() -> dict[str, object]:
-    data = cluster(owned={"0x00000000_0x40000000": 1})
-    data.update(cold_nodes())
-    return dict(data)
 
 
 def cold_nodes() -> dict[str, object]:
@@ -136,7 +132,7 @@ def test_sigterm_under_load_answers_in_flight_refuses_new_and_exits_0(
     frozen_zk: EmbeddedZooKeeper, tmp_path: Path
 ) -> None:
     with connected(frozen_zk.connect_string) as admin:
-        seed(admin, nodes())
+        seed(admin, unreachable(cluster(owned={"0x00000000_0x40000000": 1})))
     conf = tmp_path / "g.conf"
     conf.write_text(
         f"metadataStoreUrl=zk:{frozen_zk.connect_string}\n"
@@ -150,6 +146,11 @@ def test_sigterm_under_load_answers_in_flight_refuses_new_and_exits_0(
     async def scenario() -> tuple[list[BaseCommand], bool]:
         client = await RawClient.open("127.0.0.1", port)
         await client.handshake()
+        # The cold namespace appears after the gateway read every namespace ahead (on start),
+        # so the lookups below wait for ZooKeeper (read ahead, they were answered at once).
+        with connected(frozen_zk.connect_string) as admin:
+            seed(admin, unreachable(cold_nodes()))
+        await asyncio.sleep(0.5)  # (the gateway hears the new tenant; it reads nothing of it)
         frozen_zk.pause()
         try:
             client.send(b"".join(codec.lookup(f"{COLD}-{i}", i + 1) for i in range(20)))
@@ -168,8 +169,9 @@ def test_sigterm_under_load_answers_in_flight_refuses_new_and_exits_0(
     exit_seconds = time.monotonic() - started
     assert refused, "the gateway still accepted connections after SIGTERM"
     # Every in-flight lookup was answered after the stop began: Connect, or for an unowned
-    # bundle the broker link's own answer (forwarded to these fictional brokers, issue 40, it
-    # fails as an unreachable broker does), never dropped nor failed by the stop.
+    # bundle the broker link's own answer (forwarded to a fictional broker, issue 40, where
+    # nothing listens: it fails as an unreachable broker does), never dropped nor failed by the
+    # stop.
     kinds = {r.lookupTopicResponse.response for r in replies}
     assert CommandLookupTopicResponse.Connect in kinds
     for reply in replies:

@@ -19,8 +19,9 @@ from pulsar_lookup_gateway.listeners.protocol.pulsar_api_pb2 import (
     CommandLookupTopicResponse,
     ServerError,
 )
+from pulsar_lookup_gateway.lookup.errors import NodeNotLoaded
 from pulsar_lookup_gateway.lookup.selection import ListenerChoice, choose_listener
-from pulsar_lookup_gateway.metadata_store.admin import connected, encode
+from pulsar_lookup_gateway.metadata_store.admin import connected, encode, seed
 from pulsar_lookup_gateway.metadata_store.embedded_zookeeper import EmbeddedZooKeeper
 from pulsar_lookup_gateway.metadata_store.synthetic import (
     broker_id,
@@ -40,6 +41,7 @@ from tests.reliability.harness import (
     lookup_urls,
     scale,
 )
+from tests.unreachable_brokers import unreachable, unreachable_node
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.zookeeper
@@ -68,12 +70,24 @@ async def test_cached_answers_flow_while_zookeeper_is_down_and_recover_after(
     zookeeper_to_kill: EmbeddedZooKeeper,
 ) -> None:
     zk = zookeeper_to_kill
-    nodes = cluster(owned=OWNED) | {"/admin/policies/acme/never-read": {}}
+    nodes = unreachable(cluster(owned=OWNED))
     async with gateway_on(zk, nodes) as gateway, aiohttp.ClientSession() as http:
         port, ready = binary_port(gateway), http_url(gateway, "/ready")
         for topic in CACHED:  # warm the cache
             await gateway.service.lookup(topic, internal(gateway), "warm-up")
         assert await ready_status(http, ready) == 200
+        # A namespace that appears after the gateway read every namespace ahead (on start):
+        # the gateway hears of its tenant and reads nothing of it.
+        with connected(zk.connect_string) as admin:
+            seed(admin, {"/admin/policies/acme/never-read": {}})
+
+        async def tenant_heard() -> bool:
+            try:
+                return "acme" in gateway.service.source.view.children("/admin/policies")
+            except NodeNotLoaded:
+                return False
+
+        await eventually(tenant_heard)
 
         stop = asyncio.Event()
         loads = [asyncio.create_task(binary_load(port, CACHED, stop)) for _ in range(4)]
@@ -113,7 +127,8 @@ async def test_cached_answers_flow_while_zookeeper_is_down_and_recover_after(
         await eventually(recovered, timeout=30)
         with connected(zk.connect_string) as admin:
             moved_at = time.perf_counter()
-            admin.set("/namespace/public/default/0x00000000_0x40000000", encode(ownership_node(3)))
+            owner = unreachable_node(ownership_node(3))
+            admin.set("/namespace/public/default/0x00000000_0x40000000", encode(owner))
 
         async def change_served() -> bool:
             answer = await gateway.service.lookup(CACHED[0], internal(gateway), "t")
