@@ -72,15 +72,18 @@ def _serve(config_text: str, conn: Connection, profile: str | None) -> None:
     """Child process: a gateway; sends its (HTTP, binary) ports, answers "lookups" with the
     watch's lookups made so far, its CPU seconds, and its full garbage collections since the
     last answer (how many, the longest's wall and CPU seconds), stops at "stop"; `profile`:
-    where its cProfile goes."""
+    where its cProfile of the herds goes (from each herd's first "lookups" to its second)."""
     from pulsar_lookup_gateway.gateway.process import Gateway, raise_open_files_limit
     from pulsar_lookup_gateway.http_api.watch import watches_for
     from pulsar_lookup_gateway.listeners.config.conf_file import parse_properties
     from pulsar_lookup_gateway.listeners.config.model import validate_raw
 
     collections = _Collections()
+    profiler = cProfile.Profile() if profile is not None else None
+    asked = 0
 
     async def run() -> None:
+        nonlocal asked
         raise_open_files_limit()
         gateway = Gateway(validate_raw(parse_properties(config_text, "bench.conf")).config)
         await gateway.start()
@@ -90,14 +93,14 @@ def _serve(config_text: str, conn: Connection, profile: str | None) -> None:
             assert message == "lookups"
             hub = watches_for(gateway.service).hub
             conn.send((hub.lookups, time.process_time(), *collections.take()))
+            asked += 1
+            if profiler is not None:  # (a herd starts at an odd one, ends at an even one)
+                profiler.enable() if asked % 2 else profiler.disable()
         await gateway.stop()
 
-    if profile is None:
-        asyncio.run(run())
-        return
-    profiler = cProfile.Profile()
-    profiler.runcall(asyncio.run, run())
-    profiler.dump_stats(profile)
+    asyncio.run(run())
+    if profiler is not None and profile is not None:
+        profiler.dump_stats(profile)
 
 
 # -- the bystander, in a process of its own -----------------------------------------------------

@@ -11,7 +11,8 @@ byte budget.
 In three parts: this module (streams come and go; a write becomes the topics it concerns),
 serving.watch_index (what is watched, filed by what may change it), serving.watch_lookups
 (the lookups, and telling their states); serving.collection_hold keeps the garbage collector
-off while a change is pushed. No I/O here: the streams (http_api.watch) send.
+off while a change is pushed or a subscribe's first answers are made. serving.watch_turns
+shares the loop among them. No I/O here: the streams (http_api.watch) send.
 """
 
 from __future__ import annotations
@@ -81,6 +82,9 @@ class OwnershipWatch:
                 if batch is None:
                     batch = FirstLookups()
                     waiting[batch] = None
+                    # (a herd's first answers, as a push: not behind a full collection that
+                    # its own allocations made due; held HOLD_LIMIT at most)
+                    self._hold.begin()
                 lookups.first(sink, entry, batch)
             entry.add(sink)
             message = entry.message()

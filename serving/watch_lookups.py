@@ -39,6 +39,7 @@ from pulsar_lookup_gateway.serving.service import LookupService
 from pulsar_lookup_gateway.serving.watch_bundle_states import BundleState, BundleStates
 from pulsar_lookup_gateway.serving.watch_firsts import FirstLookups
 from pulsar_lookup_gateway.serving.watch_index import Sink, WatchedTopic, WatchIndex
+from pulsar_lookup_gateway.serving.watch_messages import StateMessages
 from pulsar_lookup_gateway.serving.watch_turns import Turns
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,7 @@ class WatchLookups:
         # States read for bundles at this version of the view (a topic of one is told it)
         self._bundles = BundleStates()
         self.shared = 0  # lookups answered from there (tests read it)
+        self._messages = StateMessages()
 
     @property
     def queued_again(self) -> int:
@@ -279,7 +281,7 @@ class WatchLookups:
             index.told_owner(self.service.source.view, state.owner)
         entry.state = state = index.share(state, topic)
         name = entry.name
-        message = state.message_json(name)  # (one string, shared by every stream's queue)
+        message = self._messages.message(state, name)  # (one string, shared by its streams)
         for sink in entry.watchers():
             sink.deliver(name, message)
 
