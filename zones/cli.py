@@ -1,7 +1,7 @@
 """resolve-zones: its arguments, and the job (input checks, snapshot, Spark, outputs).
 
-Importing this module is cheap (no pyspark, pyarrow or matplotlib): the gateway's command line
-adds the subcommand at every start, and `run` loads Spark only when the job runs. `main` is the
+Importing this module is cheap (no pyspark, pyarrow or matplotlib): `resolve-zones --help` and
+argument errors answer without Spark, and `run` loads Spark only when the job runs. `main` is the
 entry point for `spark-submit ... zones/cli.py ...`.
 """
 
