@@ -499,6 +499,11 @@ class _Stream:
                 self.held.reading(self)
                 self.release(sum(message_bytes(message) for message in batch))
                 self.metrics.messages.inc(len(batch))
+                # What was sent is given back and dropped (not kept by the taken list until
+                # its last slice is sent, nor by these names until the next wake)
+                messages[start : start + len(batch)] = [""] * len(batch)
+                del batch
+            del messages
 
     def _send(self, batch: list[str]) -> Coroutine[Any, Any, None] | None:
         """Write the batch's frames with one write (not one per message); what to await

@@ -17,8 +17,9 @@ So strangers who ask and do not read fill their pool, never the names an honest 
 and a herd of watches never leaves a forwarded answer no room. Three limits hold at every
 charge:
 
-- ``per_owner``: one client never holds more than this, in both pools together (a 5 MB
-  schema fits; a hundred do not);
+- ``per_owner``: one client never holds more than this in a pool (a 5 MB schema fits; a
+  hundred do not; a watch stream's names fill their own, its queued first answers the
+  other);
 - each pool's share (``unread``; the watch pool is ``total - unread``);
 - so ``total``, the sum of the shares, is the figure the process never exceeds whatever
   strangers send (docs: operating/reliability.md).
@@ -124,9 +125,12 @@ class HeldBytes:
         not."""
         if size <= 0:
             return None
-        if self.held_by(owner) + size > self.per_owner:
-            return self._refuse(CLIENT, f"it would hold more than {self.per_owner} bytes")
         share = self.pools[pool]
+        mine = share.by_owner.get(owner, 0) + size
+        if mine > self.per_owner:
+            return self._refuse(
+                CLIENT, f"it would hold more than {self.per_owner} bytes {_HOLDS[pool]}"
+            )
         if share.held + size > share.limit:
             self._make_room(owner, size, share)
             if share.held + size > share.limit:
@@ -134,8 +138,7 @@ class HeldBytes:
                     ALL,
                     f"the gateway holds {share.limit} bytes {_HOLDS[pool]} for its clients already",
                 )
-        by_owner = share.by_owner
-        by_owner[owner] = by_owner.get(owner, 0) + size
+        share.by_owner[owner] = mine
         share.held += size
         self.held += size
         if self.held > self.peak:

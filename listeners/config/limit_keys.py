@@ -67,9 +67,10 @@ class LimitKeys(KeyGroup):
     512 for its state, about 55 MB for 100,000 topics of 40-byte names) has the rest
     (heldBytesMax minus this), which they cannot take. Less than heldBytesMax."""
     held_bytes_max_per_client: int = Field(16 * MIB, ge=64 * 1024)
-    """The most the gateway holds for one client connection or watch stream, in both shares
-    together (a 5 MB schema fits). At most heldBytesMax; under `run --workers N`, at most a
-    worker's share of it."""
+    """The most the gateway holds for one client connection or watch stream in each share (a
+    5 MB schema fits; a stream's names fill it in the watch share, its queued messages in the
+    unread share). At most heldBytesMax; under `run --workers N`, at most a worker's share of
+    it."""
 
     shutdown_timeout_seconds: float = Field(5.0, gt=0)
     """On SIGTERM or SIGINT, how long lookups in flight may take before connections are

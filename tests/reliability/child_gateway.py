@@ -14,7 +14,7 @@ import threading
 import urllib.request
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
 from tests.processes import Running
@@ -39,6 +39,8 @@ class ChildGateway:
         "keepAliveIntervalSeconds=0\n"
     )
     SOCKET = ("pulsar", "internal")
+    #: The child's allocator settings (environment variables).
+    ALLOCATOR: ClassVar[dict[str, str]] = ALLOCATOR
 
     def __init__(self, tmp_path: Path, nodes: dict[str, Any], extra: str = "") -> None:
         write_snapshot(tmp_path / "cluster.json", nodes)
@@ -49,7 +51,7 @@ class ChildGateway:
             + "brokerServicePort=\nwebServicePort=\n"
             + extra
         )
-        self.running = Running("run", "--config", str(conf), sockets=1, env=ALLOCATOR)
+        self.running = Running("run", "--config", str(conf), sockets=1, env=self.ALLOCATOR)
         self.pid = self.running.process.pid
         self.port = int(self.running.urls[self.SOCKET].rsplit(":", 1)[1])
         # The child logs (throttled) refusals; a pipe nobody reads would stall it once full.

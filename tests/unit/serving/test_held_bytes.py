@@ -74,7 +74,7 @@ def test_a_per_owner_bound_above_the_total_is_refused() -> None:
 
 def test_what_strangers_pin_cannot_starve_what_watches_hold() -> None:
     """Unread answers fill their share; watched names still have theirs, and the other way
-    round. One client's bound counts both pools."""
+    round. One client's bound holds in each pool."""
     budget = HeldBytes(total=100 * KIB, per_owner=40 * KIB, unread=40 * KIB)
     for owner in "ab":
         assert budget.charge(owner, 20 * KIB) is None  # strangers' unread answers
@@ -84,15 +84,25 @@ def test_what_strangers_pin_cannot_starve_what_watches_hold() -> None:
     assert budget.charge("z", 1, WATCH) is not None
     assert budget.pools[UNREAD].held == 40 * KIB and budget.pools[WATCH].held == 60 * KIB
     assert budget.held == budget.total == 100 * KIB
-    assert budget.charge("w", 20 * KIB) is not None  # "w" may hold 40 KiB in all: no room
+    assert budget.charge("w", 20 * KIB) is not None  # no room in the unread share
     budget.release("a", 20 * KIB)
     assert budget.charge("w", 20 * KIB) is None
-    assert budget.charge("w", 1) is not None  # its own bound, both pools together
-    assert budget.refusals == {"client": 1, "total": 3, "stalled": 0}
+    assert budget.refusals == {"client": 0, "total": 3, "stalled": 0}
     budget.release("w", 20 * KIB, WATCH)  # a pool's bytes are given back to that pool only
     assert budget.pools[WATCH].held == 40 * KIB and budget.held_by("w") == 20 * KIB
     budget.forget("w")
     assert budget.held == 60 * KIB and budget.held_by("w") == 0  # "b"; "x" and "y"
+
+
+def test_one_clients_bound_holds_in_each_pool() -> None:
+    """A watch stream's names fill its bound in the watch pool; its queued first answers have
+    the same bound in the unread pool."""
+    budget = HeldBytes(total=200 * KIB, per_owner=40 * KIB, unread=100 * KIB)
+    assert budget.charge("s", 40 * KIB, WATCH) is None
+    assert budget.charge("s", 1, WATCH) is not None
+    assert budget.charge("s", 40 * KIB) is None
+    assert budget.charge("s", 1) is not None
+    assert budget.held_by("s") == 80 * KIB and budget.refusals["client"] == 2
 
 
 def test_room_is_made_in_the_pool_that_is_full() -> None:
