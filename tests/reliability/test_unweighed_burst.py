@@ -26,7 +26,7 @@ import pytest
 from pulsar_lookup_gateway.listeners.protocol import codec
 from pulsar_lookup_gateway.listeners.protocol.codec import BaseCommand, FrameDecoder, Schema
 from pulsar_lookup_gateway.metadata_store.synthetic import cluster
-from pulsar_lookup_gateway.serving.held_bytes import TOTAL
+from pulsar_lookup_gateway.serving.held_bytes import UNREAD_SHARE
 from tests.broker_peer import BrokerPeer, RawClient
 from tests.reliability.child_gateway import ChildGateway
 
@@ -37,9 +37,9 @@ OTHER_PATH = "/admin/v2/schemas/public/default/small/schema"
 SCHEMA_BYTES = 5_000_000
 STRANGERS = 60
 # Once the first answer is weighed, the waiting strangers are charged its size: the broker is
-# asked for the first, at most as many as the budget's total holds, and the reading client's
+# asked for the first, at most as many as the budget's unread share holds, and the reading client's
 # own request at the end; before, for all 60 and the reading client's.
-ASKED_BOUND = 1 + TOTAL // SCHEMA_BYTES + 1
+ASKED_BOUND = 1 + UNREAD_SHARE // SCHEMA_BYTES + 1
 
 
 @dataclass
