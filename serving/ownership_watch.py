@@ -78,7 +78,12 @@ class OwnershipWatch:
                 await turns.take()
             entry, new = index.watch(topic, choice, role)
             sink.watching(entry.name)  # (the stream holds the index's string: one copy)
+            entry.add(sink)
             if new:
+                # Told now if a lookup just read its bundle's state (a herd's topics), else
+                # looked up in the stream's turn
+                if await lookups.told_from_bundle(entry, topic):
+                    continue
                 if batch is None:
                     batch = FirstLookups()
                     waiting[batch] = None
@@ -86,7 +91,6 @@ class OwnershipWatch:
                     # its own allocations made due; held HOLD_LIMIT at most)
                     self._hold.begin()
                 lookups.first(sink, entry, batch)
-            entry.add(sink)
             message = entry.message()
             if message is not None:
                 sink.deliver(entry.name, message)

@@ -237,6 +237,14 @@ class WatchLookups:
             return
         self._retry_later(entry)
 
+    async def told_from_bundle(self, entry: WatchedTopic, topic: TopicName) -> bool:
+        """A newly watched topic told its bundle's state now, as `_told_shared`: its lookup
+        is made (True), or it is to be looked up (False, `first`)."""
+        if await self._told_shared(entry, topic):
+            self.made += 1
+            return True
+        return False
+
     async def _told_shared(self, entry: WatchedTopic, topic: TopicName) -> bool:
         """Tell `entry` the state another topic's lookup just read for its bundle, if there is
         one at this version of the view and the topic's own checks pass (authorized, exists
