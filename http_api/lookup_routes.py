@@ -28,6 +28,7 @@ from time import perf_counter
 from typing import Any, NamedTuple
 
 from aiohttp import web
+from multidict import istr
 
 from pulsar_lookup_gateway.brokers.link import BrokerLink
 from pulsar_lookup_gateway.http_api.callers import LISTENER_HEADER, Callers, principal
@@ -54,6 +55,7 @@ from pulsar_lookup_gateway.serving.metrics import LookupTally
 from pulsar_lookup_gateway.serving.service import LookupService
 
 MAX_TARGET = 1024  # longer request targets or header values take the full path every time
+_LISTENER_HEADER = istr(LISTENER_HEADER)  # (looked up in the headers without case-folding it)
 #: A memoised answer: (respond, its argument, the tally it counts in, connect (not a redirect)).
 Entry = tuple[Callable[[Any], web.Response], Any, LookupTally, bool]
 
@@ -113,18 +115,21 @@ class LookupRoutes:
 
     async def lookup(self, request: web.Request) -> web.Response:
         """A warm lookup from the memo, else the full path (whose answer the memo keeps)."""
-        memo, entries, key = self.memo, None, None
-        mark = self._mark() if memo is not None else None
-        if mark is not None and (key := _memo_key(request)) is not None:
+        memo, entries, key, mark = self.memo, None, None, None
+        if (
+            memo is not None
+            and (mark := self._mark()) is not None
+            and (key := _memo_key(request)) is not None
+        ):
             entries = self._socket_entries
-            if entries is not None and (hit := _memoised(entries, key)) is not None:
-                return hit
+            if entries is not None and (entry := entries.get(key)):
+                return _from_memo(entry)
         unnamed, client = self.callers.unnamed(request)
         if key is not None and entries is None and open_guard(unnamed.guard):
             assert memo is not None
             entries = memo.table(unnamed.choice)
-            if (hit := _memoised(entries, key)) is not None:
-                return hit
+            if entry := entries.get(key):
+                return _from_memo(entry)
         answered = await self._answer(request, unnamed, client)
         if isinstance(answered, web.Response):
             return answered  # a failure
@@ -231,12 +236,9 @@ class LookupRoutes:
         return web.Response(text=bundle.name)
 
 
-def _memoised(entries: dict[Hashable, Entry], key: Hashable) -> web.Response | None:
-    """The memoised answer to `key`, counted as the full path counts one; None if there is
-    none (call only after `_mark` gave a mark: it follows the view's writes)."""
-    entry = entries.get(key)
-    if entry is None:
-        return None
+def _from_memo(entry: Entry) -> web.Response:
+    """A memoised answer, counted as the full path counts one (read entries only after `_mark`
+    gave a mark: it follows the view's writes)."""
     started = perf_counter()
     respond, argument, tally, connect = entry
     response = respond(argument)
@@ -249,7 +251,7 @@ def _memo_key(request: web.Request) -> tuple[str, str | None, bool] | None:
     (path and query, from which aiohttp derives both), the listener header (as the routing
     decision reads it) and TLS (a redirect's scheme); None for targets too long to keep."""
     target = request.raw_path
-    header = request.headers.get(LISTENER_HEADER)
+    header = request.headers.get(_LISTENER_HEADER)
     if len(target) > MAX_TARGET or (header is not None and len(header) > MAX_TARGET):
         return None
     return target, header, request.secure

@@ -81,8 +81,14 @@ _STATUSES = {status.value for status in HTTPStatus}
 SERVER_HEADERS: Mapping[str, str] = MappingProxyType({"Server": SERVER_NAME})
 
 
-async def _name_server(request: web.Request, response: web.StreamResponse) -> None:
-    response.headers["Server"] = SERVER_NAME
+class _NamedRequest(web.Request):
+    """aiohttp's request, whose every response (a WebSocket's 101 too) names the server as it
+    is prepared. An `on_response_prepare` signal did it before: two more coroutines a request,
+    ~2% of a cached lookup's CPU."""
+
+    async def _prepare_hook(self, response: StreamResponse) -> None:
+        response.headers["Server"] = SERVER_NAME
+        await super()._prepare_hook(response)  # the application's own signals, if any
 
 
 def client_of(request: web.BaseRequest) -> tuple[ClientOrigin | None, str | None]:
@@ -179,10 +185,11 @@ class _Guarded(asyncio.Protocol):
             return
         heads_before = inner._request_count
         inner.data_received(data)
-        if inner._upgraded:  # a WebSocket (the ownership watch) keeps deadlines of its own
-            self._cancel()
-        elif inner._request_count != heads_before:
-            self._cancel()  # a head completed
+        if inner._upgraded or inner._request_count != heads_before:
+            # A head completed (a WebSocket, the ownership watch, keeps deadlines of its own).
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
         elif self._deadline is None:
             self._deadline = self._loop.call_later(
                 self._admission.head_timeout, self._expire, inner._request_count
@@ -259,8 +266,6 @@ class HttpServer(BoundSocket):
         if head_timeout <= 0 or max_connections < 0:
             raise ValueError("head_timeout must be > 0 and max_connections >= 0")
         super().__init__(spec)
-        if _name_server not in app.on_response_prepare:
-            app.on_response_prepare.append(_name_server)
         self.app = app
         self.ssl_context = ssl_context
         self._access_log = access_log
@@ -308,10 +313,18 @@ class HttpServer(BoundSocket):
             manager = runner.server
             assert manager is not None
             admission = self._admission
+            make_request = self.app._make_request
+
+            def named_request(
+                message: Any, payload: Any, protocol: Any, writer: Any, task: Any
+            ) -> web.Request:
+                return make_request(message, payload, protocol, writer, task, _NamedRequest)
 
             def make_handler() -> _Handler:
-                # What web.Server() does, with our error answers.
-                return _Handler(manager, loop=loop, **options)
+                # What web.Server() does, with our error answers and requests.
+                handler = _Handler(manager, loop=loop, **options)
+                handler._request_factory = named_request
+                return handler
 
             def guarded(origin: ClientOrigin | None = None) -> asyncio.Protocol:
                 return _Guarded(admission, make_handler, origin)
