@@ -6,6 +6,7 @@ its own lookup would give."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from pulsar_lookup_gateway.lookup.bundles import NamespaceBundles, topic_hash
 from pulsar_lookup_gateway.lookup.ownership_changes import answered_state
@@ -13,11 +14,15 @@ from pulsar_lookup_gateway.lookup.resolve import resolve
 from pulsar_lookup_gateway.lookup.selection import ChoiceSource, ListenerChoice
 from pulsar_lookup_gateway.lookup.topics import TopicName
 from pulsar_lookup_gateway.lookup.view import ClusterView
+from pulsar_lookup_gateway.metadata_store.file import FileSource
+from pulsar_lookup_gateway.metadata_store.snapshot import write_snapshot
 from pulsar_lookup_gateway.metadata_store.synthetic import (
     FOUR_BUNDLES,
     cluster,
     ownership_node,
 )
+from pulsar_lookup_gateway.serving.ownership_watch import OwnershipWatch
+from pulsar_lookup_gateway.serving.service import LookupService
 from pulsar_lookup_gateway.serving.watch_bundle_states import BundleState, BundleStates, shareable
 
 EXTERNAL = ListenerChoice("external", ChoiceSource.EXPLICIT)
@@ -89,3 +94,53 @@ def test_system_and_load_manager_topics_never_share_a_state() -> None:
         assert states.get(view, topic, EXTERNAL) is None
     _read(states, view, _topics(1)[0])
     assert states.get(view, system[1], EXTERNAL) is None
+
+
+class _Collected:
+    """A stream's sink: the messages it was handed, by topic."""
+
+    def __init__(self) -> None:
+        self.got: dict[str, dict[str, object]] = {}
+
+    def deliver(self, topic: str, message: str) -> None:
+        self.got[topic] = json.loads(message)
+
+    def watching(self, topic: str) -> None:
+        """(Only what it is told is kept.)"""
+
+
+async def test_a_herds_topics_told_their_bundles_state_each_pass_their_own_checks(
+    tmp_path: Path,
+) -> None:
+    """With auto-creation off, topics that exist get their bundle's owner (what their own
+    lookup gives, byte for byte), made-up ones of the same bundles `not_found`, though a
+    lookup of an existing topic read each bundle's state first; each topic looked up once."""
+    nodes = cluster(brokers=2, owned=OWNED)
+    nodes["/admin/policies/public/default"]["autoTopicCreationOverride"] = {
+        "allowAutoTopicCreation": False
+    }
+    for n in range(40):
+        nodes[f"/managed-ledgers/public/default/persistent/real{n}"] = {}
+    path = tmp_path / "cluster.json"
+    write_snapshot(path, nodes)
+    source = FileSource(path, poll_interval=3600)
+    await source.start()
+    watch = OwnershipWatch(LookupService(source, declared_listeners=["internal", "external"]))
+    try:
+        for first in (0, 20):  # (the second subscribe finds every bundle's state read)
+            real = [TopicName.parse(f"public/default/real{n}") for n in range(first, first + 20)]
+            made_up = [TopicName.parse(f"public/default/no{n}") for n in range(first, first + 20)]
+            sink = _Collected()
+            waiting = await watch.subscribe(sink, [*real, *made_up], EXTERNAL, None)
+            await watch.first_answers(waiting)
+            view = source.view
+            for topic in real:
+                state = answered_state(resolve(topic, EXTERNAL, view), view)
+                assert state is not None
+                assert sink.got[topic.full] == json.loads(state.message_json(topic.full))
+            assert {sink.got[topic.full]["code"] for topic in made_up} == {"not_found"}
+        assert watch._lookups.shared >= 20
+        assert watch.lookups == 80
+    finally:
+        await watch.close()
+        await source.close()
