@@ -5,8 +5,8 @@ Before the one byte budget, 60 such HTTP connections grew the gateway by ~424 Mi
 broker's bytes, the JSON text and the encoded body, all held for a client that reads nothing),
 binary ones by ~300 MiB (each answer under the 16 MiB per connection, all under 256 MiB); and a
 client that reads, beside 100 of them, waited 6-10 s for its schema or got a 503. Now what is
-held for them is charged to the budget (16 MiB a client, 64 MiB in all), the ones that do not
-read are closed to make room for one that does, and the rest are refused."""
+held for them is charged to the budget (16 MiB a client, 64 MiB of unread answers in all), the
+ones that do not read are closed to make room for one that does, and the rest are refused."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from tests.reliability.schema_broker import (
 
 TOPIC = "persistent://public/default/big"
 SCHEMA_BYTES = 5_000_000
-# The issue's bound for 60 unread 5 MB schemas (the budget's total is 64 MiB; the rest is
+# The issue's bound for 60 unread 5 MB schemas (the budget's unread share is 64 MiB; the rest is
 # what is made and dropped on the way).
 GROWTH_BOUND = 128 * MIB
 # How long the honest client may wait for its schema (the issue's "within 5 s").
