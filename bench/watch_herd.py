@@ -56,8 +56,9 @@ QUIET = 2.0  # seconds of the bystander's baseline, before the herd
 AFTER = 1.0  # seconds the bystander goes on after the herd's last first answer
 SOLO = 5  # subscribes of one stream alone (the first answers' baseline)
 _HEADER = struct.Struct(">I")
-#: The gateway's (watch lookups, CPU seconds, full collections, longest's wall and CPU seconds)
-Stats = tuple[int, float, int, float, float]
+#: The gateway's (watch lookups, CPU seconds, of which the kernel's, full collections, the
+#: longest's wall and CPU seconds)
+Stats = tuple[int, float, float, int, float, float]
 
 
 def cluster() -> dict[str, Any]:
@@ -92,7 +93,9 @@ def _serve(config_text: str, conn: Connection, profile: str | None) -> None:
         while (message := await loop.run_in_executor(None, conn.recv)) != "stop":
             assert message == "lookups"
             hub = watches_for(gateway.service).hub
-            conn.send((hub.lookups, time.process_time(), *collections.take()))
+            times = os.times()
+            cpu = (times.user + times.system, times.system)
+            conn.send((hub.lookups, *cpu, *collections.take()))
             asked += 1
             if profiler is not None:  # (a herd starts at an odd one, ends at an even one)
                 profiler.enable() if asked % 2 else profiler.disable()
@@ -280,10 +283,10 @@ async def _round(
             answer: Stats = await loop.run_in_executor(None, receive, gateway, 10)
             return answer
 
-        started, ended, firsts, closed, (before, cpu_before, *_), after = await herd(
+        started, ended, firsts, closed, (before, cpu_before, system_before, *_), after = await herd(
             session, url, args, round_, stats
         )
-        lookups, cpu, collected, longest, _cpu = after
+        lookups, cpu, system, collected, longest, _cpu = after
         await asyncio.sleep(AFTER)
         mine.send("stop")
         samples: list[tuple[float, float]] = await loop.run_in_executor(None, receive, mine, 30)
@@ -299,6 +302,7 @@ async def _round(
         "topics": args.topics,
         "lookups": lookups - before,
         "cpu_s": cpu - cpu_before,
+        "system_s": system - system_before,
         "full_gcs": collected,
         "longest_gc_ms": longest * 1000,
         "cpu_us_per_topic": (cpu - cpu_before) / (args.streams * args.topics) * 1e6,
@@ -331,7 +335,7 @@ def main(argv: list[str]) -> None:
     print(
         "| streams x topics | watch lookups | bystander p50 / p99 / max: quiet (baseline) | "
         "during the herd (samples) | first answers p50 / p99: one stream alone (baseline) | "
-        "herd: p50 / p99 / max | herd served in | gateway CPU in the herd (per topic) | "
+        "herd: p50 / p99 / max | herd served in | gateway CPU in the herd (per topic; kernel) | "
         "full GCs in the herd (longest) |\n"
         "|---|---|---|---|---|---|---|---|---|"
     )
@@ -343,7 +347,8 @@ def main(argv: list[str]) -> None:
             f" ({r['herd_samples']}) |"
             f" {r['solo_p50_ms']:.1f} / {r['solo_p99_ms']:.1f} ms |"
             f" {r['first_p50_ms']:.0f} / {r['first_p99_ms']:.0f} / {r['first_max_ms']:.0f} ms |"
-            f" {r['herd_s']:.2f} s | {r['cpu_s']:.2f} s ({r['cpu_us_per_topic']:.0f} us) |"
+            f" {r['herd_s']:.2f} s | {r['cpu_s']:.2f} s ({r['cpu_us_per_topic']:.0f} us;"
+            f" {r['system_s']:.2f} s) |"
             f" {r['full_gcs']} ({r['longest_gc_ms']:.0f} ms) |"
         )
         if r["closed"]:
