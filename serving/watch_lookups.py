@@ -4,7 +4,9 @@ watched ones) into new topic states, and hands a state to the topic's streams wh
 Lookups run in the watch's turns (serving.watch_turns: as many in a row as a turn's time
 allows) on one task, more (up to CONCURRENCY) only while those wait for reads of the metadata,
 with the lookup service (the same answer, URLs and authorization as `/lookup/v2/topic`).
-Lookups after a change (and retries) come first: a push never waits behind a subscribe. First
+Lookups after a change (and retries) come first: a push never waits behind a subscribe. The
+lookups' turns go ahead of the streams' (a herd's first lookup of each bundle is made before
+more subscribes are taken in, and their topics are told that bundle's state without one). First
 lookups are taken FIRST_BATCH at a time from each subscribing stream in turn: a stream that
 subscribes 10,000 topics delays another's first answers by a batch, not by its 10,000. A
 topic is looked up again after RETRY_INTERVAL while its state cannot be told.
@@ -161,7 +163,7 @@ class WatchLookups:
         turns = self._turns
         try:
             while self._again or self._firsts:
-                await turns.take()
+                await turns.take(first=True)  # (ahead of subscribes: their misses, changes)
                 while (entry := self._next()) is not None:
                     self._reading += 1
                     try:
