@@ -165,8 +165,11 @@ async def test_silent_connections_lock_clients_out_for_one_deadline_at_most(
         f"{served_after and round(served_after, 2)}s after the flood began ({attempts} attempts)"
     )
     assert held == cap
-    assert refused >= flood - cap
-    assert timed_out == cap
+    # Every silent connection is refused at accept or closed at its deadline. How many of each
+    # depends on the machine's pace: one the kernel queued while the cap was full and the
+    # gateway accepted after the first deadlines freed room is closed at its own deadline.
+    assert cap <= timed_out <= flood
+    assert refused + timed_out >= flood
     assert served_after is not None
     # the same refusals, as /metrics shows them
     assert counted == {"max-connections": refused, "request-head-timeout": timed_out}
