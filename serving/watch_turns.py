@@ -15,8 +15,9 @@ iteration has time left (a slice of work at least, so everyone makes progress), 
 its next turn and goes to the back of the line (fair: a stream that asks for 10,000 topics
 waits behind the others after each turn). Weighing work by guessed costs throttled herds for
 nothing (a lookup weighed 100 "units" and cost ~25 us) or let them overrun; the clock is right
-on any machine. An iteration wakes only a few waiters more than ran in the last one (a waiter
-woken after the iteration's time was spent keeps its place for the next). No I/O here.
+on any machine. An iteration wakes twice as many waiters as the last one if all of those ran
+in its time, else as many as ran and a few more (a waiter woken after the iteration's time was
+spent keeps its place for the next). No I/O here.
 """
 
 from __future__ import annotations
@@ -50,7 +51,6 @@ class Turns:
         self._ran = 0  # turns given in the current iteration
         self._turn: asyncio.Handle | None = None  # the next iteration's start
         self.turns = 0  # iterations the watch worked in (tests and the benchmark read it)
-        self.given = 0  # turns given (tests read it)
 
     def more(self) -> bool:
         """For a task in its turn: whether its iteration's time lasts (go on with the next
@@ -96,7 +96,6 @@ class Turns:
             self.turns += 1
             self._schedule()  # (the next iteration starts a new budget)
         self._ran += 1
-        self.given += 1
 
     def _schedule(self) -> None:
         if self._turn is None:
