@@ -144,3 +144,39 @@ async def test_a_herds_topics_told_their_bundles_state_each_pass_their_own_check
     finally:
         await watch.close()
         await source.close()
+
+
+async def test_a_topic_told_its_bundles_state_is_authorized_on_its_own(tmp_path: Path) -> None:
+    """Permissions per topic (destination_auth): once lookups filled every bundle's state,
+    the role's topics without a permission are still `not_authorized`, each on its own."""
+    from pulsar_lookup_gateway.lookup.authorization import LookupAuthorizer
+
+    allowed = [f"persistent://public/default/t{n}" for n in range(0, 40, 2)]
+    nodes = cluster(brokers=2, owned=OWNED)
+    nodes["/admin/policies/public/default"]["auth_policies"] = {
+        "namespace_auth": {},
+        "destination_auth": {name: {"alice": ["consume"]} for name in allowed},
+        "subscription_auth_roles": {},
+    }
+    nodes["/admin/policies/public"] = {"adminRoles": []}
+    path = tmp_path / "cluster.json"
+    write_snapshot(path, nodes)
+    source = FileSource(path, poll_interval=3600)
+    await source.start()
+    service = LookupService(
+        source, declared_listeners=["internal", "external"], authorizer=LookupAuthorizer()
+    )
+    watch = OwnershipWatch(service)
+    try:
+        for first in (0, 20):  # (the second subscribe finds every bundle's state read)
+            topics = [TopicName.parse(f"public/default/t{n}") for n in range(first, first + 20)]
+            sink = _Collected()
+            await watch.first_answers(await watch.subscribe(sink, topics, EXTERNAL, "alice"))
+            for topic in topics:
+                expected = "owner" if topic.full in allowed else "error"
+                assert sink.got[topic.full]["type"] == expected, topic.full
+        assert watch._lookups.shared > 0
+        assert watch.lookups == 40
+    finally:
+        await watch.close()
+        await source.close()
