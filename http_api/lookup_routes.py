@@ -116,14 +116,18 @@ class LookupRoutes:
     async def lookup(self, request: web.Request) -> web.Response:
         """A warm lookup from the memo, else the full path (whose answer the memo keeps)."""
         memo, entries, key, mark = self.memo, None, None, None
-        if (
-            memo is not None
-            and (mark := self._mark()) is not None
-            and (key := _memo_key(request)) is not None
-        ):
-            entries = self._socket_entries
-            if entries is not None and (entry := entries.get(key)):
+        if memo is not None and (mark := self._mark()) is not None:
+            socket_entries = self._socket_entries
+            # Every warm lookup on a socket whose route is its own comes here: `_memo_key`
+            # spelled out, without its length checks (what they refuse is never kept).
+            if socket_entries is not None and (
+                entry := socket_entries.get(
+                    (request.raw_path, request.headers.get(_LISTENER_HEADER), request.secure)
+                )
+            ):
                 return _from_memo(entry)
+            if (key := _memo_key(request)) is not None:
+                entries = socket_entries
         unnamed, client = self.callers.unnamed(request)
         if key is not None and entries is None and open_guard(unnamed.guard):
             assert memo is not None
@@ -249,7 +253,8 @@ def _from_memo(entry: Entry) -> web.Response:
 def _memo_key(request: web.Request) -> tuple[str, str | None, bool] | None:
     """What a lookup's answer depends on in the request (see the module's text): its raw target
     (path and query, from which aiohttp derives both), the listener header (as the routing
-    decision reads it) and TLS (a redirect's scheme); None for targets too long to keep."""
+    decision reads it) and TLS (a redirect's scheme); None for targets too long to keep.
+    (`LookupRoutes.lookup` builds the same key for a socket's own table itself.)"""
     target = request.raw_path
     header = request.headers.get(_LISTENER_HEADER)
     if len(target) > MAX_TARGET or (header is not None and len(header) > MAX_TARGET):
