@@ -18,13 +18,14 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from pulsar_lookup_gateway.lookup.bundles import NamespaceBundles, topic_hash
 from pulsar_lookup_gateway.lookup.ownership_changes import TopicState
 from pulsar_lookup_gateway.lookup.resolve import namespace_bundle
 from pulsar_lookup_gateway.lookup.selection import ListenerChoice
 from pulsar_lookup_gateway.lookup.topics import TopicName
 from pulsar_lookup_gateway.lookup.view import ClusterView
 
-MAX_STATES = 4096  # bundles' states kept at one version of the view
+MAX_STATES = 4096  # bundles' states (and namespaces' bundles) kept at one version of the view
 
 _Key = tuple[ListenerChoice, str, str, object, str]
 
@@ -46,10 +47,22 @@ class BundleStates:
     def __init__(self) -> None:
         self._at: tuple[object, int] | None = None  # (view, version) the states were read at
         self._states: dict[_Key, BundleState] = {}
+        # Namespaces' bundles at that version (each topic's bundle is found without reading
+        # its namespace's policies again)
+        self._bundles: dict[tuple[str, str], NamespaceBundles] = {}
 
-    @staticmethod
-    def _key(view: ClusterView, topic: TopicName, choice: ListenerChoice) -> _Key:
-        bundle = namespace_bundle(topic, view)  # (may raise: the caller takes the full path)
+    def _key(self, view: ClusterView, topic: TopicName, choice: ListenerChoice) -> _Key:
+        namespace = (topic.tenant, topic.namespace)
+        bundles = self._bundles.get(namespace)
+        if bundles is None:
+            bundle = namespace_bundle(topic, view)  # (may raise: the caller looks it up)
+            found = view.bundles(topic.namespace_name)
+            if found is not None:
+                if len(self._bundles) >= MAX_STATES:
+                    self._bundles.clear()
+                self._bundles[namespace] = found
+        else:
+            bundle = bundles.find(topic_hash(topic.full))
         return (choice, topic.tenant, topic.namespace, topic.domain, bundle.name)
 
     def _current(self, view: ClusterView) -> bool:
@@ -77,5 +90,6 @@ class BundleStates:
             return
         if not self._current(view) or len(self._states) >= MAX_STATES:
             self._states.clear()
+            self._bundles.clear()
             self._at = (view, view.version)
         self._states[self._key(view, topic, choice)] = state
