@@ -21,11 +21,14 @@ figures are the medians and the ratios those of each round.
 What each round reports, and which figure to trust: "server CPU" is the server child's
 user+system CPU time (read from /proc/<pid>/stat by the parent) per request over the measured
 window; "busy" is that CPU time over the window's wall time (1.0: the server had a core to
-itself all along); "load CPU" is the load generator's own CPU per request (its rusage). On a
-quiet machine the server is busy ~1.0 and requests/s is the figure; when other processes share
-the cores, requests/s measures how much CPU the server and the load generator were left, which
-moves by a factor of two from one window to the next, while CPU per request stays the server's
-own cost: the CPU ratio (baseline's CPU per request over the gateway's) is then the figure.
+itself all along); "waiting" is the time it was ready to run but had no CPU
+(/proc/<pid>/schedstat: other processes had the cores; busy + waiting near 1.0 means the load
+generator kept it supplied, so that was not the bottleneck); "load CPU" is the load generator's
+own CPU per request (its rusage). On a quiet machine the server is busy ~1.0 and requests/s is
+the figure; when other processes share the cores, requests/s measures how much CPU the server
+and the load generator were left, which moves by a factor of two from one window to the next,
+while CPU per request stays close to the server's own cost: the CPU ratio (baseline's CPU per
+request over the gateway's) is then the figure.
 Both servers run on the same event loop: uvloop where it is importable (--loop auto), else
 asyncio's. Results go to BENCHMARKS.md under "## HTTP lookups".
 
@@ -215,6 +218,7 @@ class Result:
     errors: int
     busy: float = 0.0  # the server's CPU seconds over the window's wall seconds
     load_cpu_us_per_request: float = 0.0  # the load generator's
+    waiting: float = 0.0  # seconds the server was ready to run but had no CPU, over wall seconds
 
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -225,6 +229,15 @@ def process_cpu(pid: int) -> float:
     stat = Path(f"/proc/{pid}/stat").read_text()
     fields = stat.rsplit(")", 1)[1].split()  # (the command name may hold spaces)
     return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime, stime
+
+
+def run_queue_wait(pid: int) -> float:
+    """Seconds a process has been ready to run but waited for a CPU (/proc/<pid>/schedstat);
+    0 where the kernel does not keep it."""
+    try:
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def children_cpu() -> float:
@@ -347,10 +360,11 @@ async def measure(
         await load(url, args.warmup, args.connections)
         assert process.pid is not None
         cpu_before, load_before = process_cpu(process.pid), children_cpu()
-        started = time.monotonic()
+        wait_before, started = run_queue_wait(process.pid), time.monotonic()
         rps, p99, total, errors = await load(url, args.duration, args.connections)
         wall = time.monotonic() - started
         cpu = process_cpu(process.pid) - cpu_before
+        waited = run_queue_wait(process.pid) - wait_before
         load_cpu = children_cpu() - load_before
     finally:
         parent.send("stop")
@@ -359,7 +373,15 @@ async def measure(
             process.kill()
     per_request = 1e6 / max(total, 1)
     return Result(
-        name, rps, p99, cpu * per_request, total, errors, cpu / wall, load_cpu * per_request
+        name,
+        rps,
+        p99,
+        cpu * per_request,
+        total,
+        errors,
+        cpu / wall,
+        load_cpu * per_request,
+        waited / wall,
     )
 
 
@@ -383,6 +405,7 @@ async def run(args: argparse.Namespace) -> tuple[list[Result], list[Result], str
                 (gateways if kind == "gateway" else baselines).append(result)
                 print(f"round {round_ + 1}: {result.name}: {result.requests_per_s:,.0f}/s, "
                       f"{result.cpu_us_per_request:.1f} us CPU/request, busy {result.busy:.2f}, "
+                      f"waiting {result.waiting:.2f}, "
                       f"load {result.load_cpu_us_per_request:.1f} us/request",
                       flush=True)  # fmt: skip
     generator = (
@@ -421,27 +444,28 @@ def median(results: list[Result]) -> Result:
         sum(r.errors for r in results),
         statistics.median(r.busy for r in results),
         statistics.median(r.load_cpu_us_per_request for r in results),
+        statistics.median(r.waiting for r in results),
     )
 
 
 def table(baselines: list[Result], gateways: list[Result]) -> list[str]:
     rows = [
         "| server | requests/s | p99 (ms) | server CPU (µs/request) | server busy | "
-        "load CPU (µs/request) | non-2xx |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "server waiting for a CPU | load CPU (µs/request) | non-2xx |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in (median(baselines), median(gateways)):
         rows.append(
             f"| {r.name} | {r.requests_per_s:,.0f} | {r.p99_ms:.2f} | "
-            f"{r.cpu_us_per_request:.1f} | {r.busy:.2f} | {r.load_cpu_us_per_request:.1f} | "
-            f"{r.errors} |"
+            f"{r.cpu_us_per_request:.1f} | {r.busy:.2f} | {r.waiting:.2f} | "
+            f"{r.load_cpu_us_per_request:.1f} | {r.errors} |"
         )
     pairs = [ratios(b, g) for b, g in zip(baselines, gateways, strict=True)]
     ratio = statistics.median(p[0] for p in pairs)
     cpu_ratio = statistics.median(p[1] for p in pairs)
     rows.append(
         f"| **gateway / baseline** | **{ratio:.2f}** | | **{cpu_ratio:.2f}** "
-        "(baseline's CPU ÷ gateway's) | | | |"
+        "(baseline's CPU ÷ gateway's) | | | | |"
     )
     if len(pairs) > 1:
         rows += [
@@ -543,10 +567,12 @@ def main(argv: list[str]) -> int:
     )
     busy = statistics.median(r.busy for r in [*baselines, *gateways])
     if busy < BUSY_ENOUGH:
+        waiting = statistics.median(r.waiting for r in [*baselines, *gateways])
         print(
-            f"the servers were busy {busy:.2f} of a core (median): something else had the CPU "
-            "(other processes, or the load generator), so requests/s says more about the "
-            "machine than the servers; read the CPU ratio"
+            f"the servers were busy {busy:.2f} of a core and waited for one {waiting:.2f} of "
+            "the time (medians): other processes had the CPU (busy + waiting near 1: the load "
+            "generator kept them supplied), so requests/s says more about the machine than "
+            "the servers; read the CPU ratio"
         )
     if not args.no_write:
         command = "`.venv/bin/python -m bench.http_lookup" + "".join(
@@ -565,7 +591,8 @@ def main(argv: list[str]) -> int:
                 "Same response bytes for both; the gateway resolves an owned topic for the "
                 "socket's listener (from its memo, as served) and records its metrics, the "
                 "baseline returns pre-encoded bytes. Server CPU is the child's, read from "
-                "/proc; busy is that CPU over the wall time; load CPU is the generator's. "
+                "/proc; busy is that CPU over the wall time, waiting the time it was ready to run "
+                "without a CPU; load CPU is the generator's. "
                 f"Python {sys.version.split()[0]}, {time.strftime('%Y-%m-%d')}.",
                 "",
                 *rows,
@@ -573,7 +600,8 @@ def main(argv: list[str]) -> int:
                 "Goal: at least 0.9 of the baseline. When the servers are busy well under 1.0 "
                 "(other processes on the cores, or the aiohttp client generator instead of "
                 "wrk), requests/s measures the CPU left to them, not their cost: read the CPU "
-                "ratio then, which does not depend on that load.",
+                "ratio then, which depends far less on that load (single rounds still move by "
+                "~10%: read medians).",
             ],
         )
         print(f"wrote {SECTION!r} in {args.out}")
