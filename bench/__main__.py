@@ -11,6 +11,7 @@ BENCHMARKS = (
     "storm",
     "http_lookup",
     "http_handler",
+    "http_stack",
     "tls_handshake",
     "zones",
     "zones_floor",
@@ -19,6 +20,9 @@ BENCHMARKS = (
     "watch",
     "freshness",
     "forwarded_storm",
+    "cold_sweep",
+    "big_listing",
+    "watch_herd",
 )
 
 
