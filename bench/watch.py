@@ -76,9 +76,15 @@ class _Collections:
         self.started = (0.0, 0.0)
         self.count = 0
         self.longest = (0.0, 0.0)  # (wall, CPU) seconds of the longest
+        self.young_started = 0.0
+        self.all_seconds = 0.0  # wall seconds in collections of any generation
         gc.callbacks.append(self.callback)
 
     def callback(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self.young_started = time.perf_counter()
+        else:
+            self.all_seconds += time.perf_counter() - self.young_started
         if info["generation"] != 2:
             return
         if phase == "start":
@@ -91,6 +97,11 @@ class _Collections:
     def take(self) -> tuple[int, float, float]:
         taken = (self.count, *self.longest)
         self.count, self.longest = 0, (0.0, 0.0)
+        return taken
+
+    def take_all(self) -> float:
+        """Seconds in collections of any generation since the last call."""
+        taken, self.all_seconds = self.all_seconds, 0.0
         return taken
 
 

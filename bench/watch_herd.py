@@ -19,7 +19,8 @@ Baselines, in each round: the bystander's latency for QUIET seconds before the h
 stream subscribing T new topics alone, SOLO times one after the other, before the herd (each
 topic's first answer timed as in the herd). The gateway's CPU time during the herd is reported
 too (from just before the subscribes are sent to the last first answer; the streams connect
-before and close after): per topic, it does not depend on how the machine's CPUs were shared.
+before and close after): per topic, it does not depend on how the machine's CPUs were shared;
+and the wall seconds the gateway's garbage collections (any generation) took in that time.
 """
 
 from __future__ import annotations
@@ -57,8 +58,8 @@ AFTER = 1.0  # seconds the bystander goes on after the herd's last first answer
 SOLO = 5  # subscribes of one stream alone (the first answers' baseline)
 _HEADER = struct.Struct(">I")
 #: The gateway's (watch lookups, CPU seconds, of which the kernel's, full collections, the
-#: longest's wall and CPU seconds)
-Stats = tuple[int, float, float, int, float, float]
+#: longest's wall and CPU seconds, seconds in collections of any generation)
+Stats = tuple[int, float, float, int, float, float, float]
 
 
 def cluster() -> dict[str, Any]:
@@ -95,7 +96,7 @@ def _serve(config_text: str, conn: Connection, profile: str | None) -> None:
             hub = watches_for(gateway.service).hub
             times = os.times()
             cpu = (times.user + times.system, times.system)
-            conn.send((hub.lookups, *cpu, *collections.take()))
+            conn.send((hub.lookups, *cpu, *collections.take(), collections.take_all()))
             asked += 1
             if profiler is not None:  # (a herd starts at an odd one, ends at an even one)
                 profiler.enable() if asked % 2 else profiler.disable()
@@ -286,7 +287,7 @@ async def _round(
         started, ended, firsts, closed, (before, cpu_before, system_before, *_), after = await herd(
             session, url, args, round_, stats
         )
-        lookups, cpu, system, collected, longest, _cpu = after
+        lookups, cpu, system, collected, longest, _cpu, collecting = after
         await asyncio.sleep(AFTER)
         mine.send("stop")
         samples: list[tuple[float, float]] = await loop.run_in_executor(None, receive, mine, 30)
@@ -305,6 +306,7 @@ async def _round(
         "system_s": system - system_before,
         "full_gcs": collected,
         "longest_gc_ms": longest * 1000,
+        "gc_s": collecting,
         "cpu_us_per_topic": (cpu - cpu_before) / (args.streams * args.topics) * 1e6,
         "solo_p50_ms": percentile(alone, 0.5) * 1000,
         "solo_p99_ms": percentile(alone, 0.99) * 1000,
@@ -336,8 +338,8 @@ def main(argv: list[str]) -> None:
         "| streams x topics | watch lookups | bystander p50 / p99 / max: quiet (baseline) | "
         "during the herd (samples) | first answers p50 / p99: one stream alone (baseline) | "
         "herd: p50 / p99 / max | herd served in | gateway CPU in the herd (per topic; kernel) | "
-        "full GCs in the herd (longest) |\n"
-        "|---|---|---|---|---|---|---|---|---|"
+        "full GCs in the herd (longest) | all collections in the herd |\n"
+        "|---|---|---|---|---|---|---|---|---|---|"
     )
     for r in asyncio.run(measure(args)):
         print(
@@ -349,7 +351,7 @@ def main(argv: list[str]) -> None:
             f" {r['first_p50_ms']:.0f} / {r['first_p99_ms']:.0f} / {r['first_max_ms']:.0f} ms |"
             f" {r['herd_s']:.2f} s | {r['cpu_s']:.2f} s ({r['cpu_us_per_topic']:.0f} us;"
             f" {r['system_s']:.2f} s) |"
-            f" {r['full_gcs']} ({r['longest_gc_ms']:.0f} ms) |"
+            f" {r['full_gcs']} ({r['longest_gc_ms']:.0f} ms) | {r['gc_s']:.3f} s |"
         )
         if r["closed"]:
             print(f"note: {r['closed']} streams were closed before all their first answers")

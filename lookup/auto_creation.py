@@ -282,6 +282,17 @@ def decide_partitions(
     return decide(topic, partitions=0, exists=exists, create=create, partitioned=partitioned)
 
 
+def namespace_allows_creation(
+    topic: TopicName, view: ClusterView, settings: AutoCreationSettings
+) -> bool:
+    """Whether `topic`'s namespace's policies let it be created (False too when the
+    namespace does not exist): what lookup_allowed asks before the topic's own nodes."""
+    creation = _namespace_creation(view, topic.namespace_name)
+    return creation is not None and creation_allowed(
+        topic, creation.override, settings, namespace_deleted=creation.deleted
+    )
+
+
 def lookup_allowed(topic: TopicName, view: ClusterView, settings: AutoCreationSettings) -> bool:
     """Whether an HTTP lookup of `topic` may proceed: it exists, may be created, or is
     non-persistent (TopicLookupBase). A missing namespace is left to the lookup to report."""

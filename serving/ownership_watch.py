@@ -82,7 +82,10 @@ class OwnershipWatch:
             if new:
                 # Told now if a lookup just read its bundle's state (a herd's topics), else
                 # looked up in the stream's turn
-                if await lookups.told_from_bundle(entry, topic):
+                told = lookups.told_from_bundle_now(entry, topic)
+                if told is None:
+                    told = await lookups.told_from_bundle(entry, topic)
+                if told:
                     continue
                 if batch is None:
                     batch = FirstLookups()

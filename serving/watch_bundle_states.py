@@ -18,11 +18,16 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from pulsar_lookup_gateway.lookup.auto_creation import (
+    AutoCreationSettings,
+    lookup_allowed,
+    namespace_allows_creation,
+)
 from pulsar_lookup_gateway.lookup.bundles import NamespaceBundles, topic_hash
 from pulsar_lookup_gateway.lookup.ownership_changes import TopicState
 from pulsar_lookup_gateway.lookup.resolve import namespace_bundle
 from pulsar_lookup_gateway.lookup.selection import ListenerChoice
-from pulsar_lookup_gateway.lookup.topics import TopicName
+from pulsar_lookup_gateway.lookup.topics import TopicDomain, TopicName
 from pulsar_lookup_gateway.lookup.view import ClusterView
 
 MAX_STATES = 4096  # bundles' states (and namespaces' bundles) kept at one version of the view
@@ -50,6 +55,8 @@ class BundleStates:
         # Namespaces' bundles at that version (each topic's bundle is found without reading
         # its namespace's policies again)
         self._bundles: dict[tuple[str, str], NamespaceBundles] = {}
+        # Namespaces whose policies let their shareable topics be created, at that version
+        self._creation: dict[tuple[AutoCreationSettings, str, str], bool] = {}
 
     def _key(self, view: ClusterView, topic: TopicName, choice: ListenerChoice) -> _Key:
         namespace = (topic.tenant, topic.namespace)
@@ -78,6 +85,27 @@ class BundleStates:
             return None
         return self._states.get(self._key(view, topic, choice))
 
+    def may_look_up(
+        self, view: ClusterView, topic: TopicName, settings: AutoCreationSettings
+    ) -> bool:
+        """`lookup_allowed(topic, view, settings)` for a topic `get` found a state for (a
+        shareable one, at this version of `view`), its namespace's policies read once per
+        version: whether a topic may be created depends on its name only for system and
+        load-manager topics, which are not shareable. Where creation is refused, the topic's
+        own nodes are read as lookup_allowed does."""
+        if topic.domain is TopicDomain.NON_PERSISTENT:
+            return True
+        if not self._current(view):
+            return lookup_allowed(topic, view, settings)
+        key = (settings, topic.tenant, topic.namespace)
+        creation = self._creation.get(key)
+        if creation is None:
+            creation = namespace_allows_creation(topic, view, settings)
+            if len(self._creation) >= MAX_STATES:
+                self._creation.clear()
+            self._creation[key] = creation
+        return creation or lookup_allowed(topic, view, settings)
+
     def remember(
         self,
         view: ClusterView,
@@ -91,5 +119,6 @@ class BundleStates:
         if not self._current(view) or len(self._states) >= MAX_STATES:
             self._states.clear()
             self._bundles.clear()
+            self._creation.clear()
             self._at = (view, view.version)
         self._states[self._key(view, topic, choice)] = state

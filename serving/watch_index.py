@@ -10,6 +10,7 @@ No I/O, no tasks: the watch (serving.ownership_watch) asks it which topics a wri
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator
 from typing import Protocol
 
@@ -35,6 +36,14 @@ SCAN_LIST_ABOVE = 4096
 STATE_BYTES = 150
 
 Route = tuple[ListenerChoice, str | None]  # (listener choice, role)
+
+
+@functools.lru_cache(maxsize=4096)
+def names_absence(keys: frozenset[Key]) -> bool:
+    """Whether `keys` wait for a node to appear (a topic not found). Asked once per key set:
+    depends_on gives every topic of a bundle in one state the same set (a herd files
+    thousands of topics under a few)."""
+    return any(key[0] == ABSENT for key in keys)
 
 
 class Sink(Protocol):
@@ -200,7 +209,7 @@ class WatchIndex:
                     keysets.setdefault(key, set()).add(keys)
             members.add(entry)
         entry.keys = keys
-        absent = any(key[0] == ABSENT for key in keys)
+        absent = names_absence(keys)
         if absent != bool(entry.absent):
             self._file_absent(entry, absence_paths(entry.topic) if absent else ())
 

@@ -21,7 +21,6 @@ import sys
 import time
 from collections import OrderedDict, deque
 
-from pulsar_lookup_gateway.lookup.auto_creation import lookup_allowed
 from pulsar_lookup_gateway.lookup.errors import LookupFailure, NodeNotLoaded
 from pulsar_lookup_gateway.lookup.ownership_changes import (
     TRANSIENT_FAILURES,
@@ -196,7 +195,7 @@ class WatchLookups:
         service, index = self.service, self._index
         self.made += 1
         topic = entry.topic  # (parsed for the lookup: the watch holds only the name)
-        if await self._told_shared(entry, topic):
+        if await self._authorized_and_told_shared(entry, topic):
             return
         client = entry.watcher()  # (its str() is the client, made only for a log line)
         for _ in range(ATTEMPTS):
@@ -239,31 +238,52 @@ class WatchLookups:
             return
         self._retry_later(entry)
 
-    async def told_from_bundle(self, entry: WatchedTopic, topic: TopicName) -> bool:
-        """A newly watched topic told its bundle's state now, as `_told_shared`: its lookup
-        is made (True), or it is to be looked up (False, `first`)."""
-        if await self._told_shared(entry, topic):
+    def told_from_bundle_now(self, entry: WatchedTopic, topic: TopicName) -> bool | None:
+        """`told_from_bundle` without a wait when there is no role to authorize (a herd's
+        topics: no coroutine per topic); None: there is, `told_from_bundle` tells."""
+        if entry.role is not None and self.service.authorizer is not None:
+            return None
+        if self._told_shared(entry, topic, time.perf_counter()):
             self.made += 1
             return True
         return False
 
-    async def _told_shared(self, entry: WatchedTopic, topic: TopicName) -> bool:
-        """Tell `entry` the state another topic's lookup just read for its bundle, if there is
-        one at this version of the view and the topic's own checks pass (authorized, exists
-        or may be created), as its lookup would have (serving.watch_bundle_states); False:
-        it takes the full lookup (which tells a refusal and logs it)."""
+    async def told_from_bundle(self, entry: WatchedTopic, topic: TopicName) -> bool:
+        """A newly watched topic told its bundle's state now, as `_told_shared`: its lookup
+        is made (True), or it is to be looked up (False, `first`)."""
+        if await self._authorized_and_told_shared(entry, topic):
+            self.made += 1
+            return True
+        return False
+
+    async def _authorized_and_told_shared(self, entry: WatchedTopic, topic: TopicName) -> bool:
+        """`_told_shared` once its role is authorized for the topic (False: it is not)."""
         service = self.service
         if service.logs_each_answer:  # (a line per lookup: the full path writes it)
             return False
         started = time.perf_counter()
-        try:
-            if entry.role is not None and service.authorizer is not None:
+        if entry.role is not None and service.authorizer is not None:
+            try:
                 await service.authorize(entry.name, entry.role)
+            except (LookupFailure, NodeNotLoaded):
+                return False
+        return self._told_shared(entry, topic, started)
+
+    def _told_shared(self, entry: WatchedTopic, topic: TopicName, started: float) -> bool:
+        """Tell `entry` (authorized already) the state another topic's lookup just read for
+        its bundle, if there is one at this version of the view and the topic's own checks
+        pass (exists or may be created), as its lookup would have
+        (serving.watch_bundle_states); False: it takes the full lookup (which tells a refusal
+        and logs it)."""
+        service = self.service
+        if service.logs_each_answer:  # (a line per lookup: the full path writes it)
+            return False
+        try:
             view = service.source.view
             shared = self._bundles.get(view, topic, entry.choice)
             if shared is None:
                 return False
-            if shared.local and not lookup_allowed(topic, view, service.auto_creation):
+            if shared.local and not self._bundles.may_look_up(view, topic, service.auto_creation):
                 return False  # (not found: the full lookup tells it)
         except (LookupFailure, NodeNotLoaded):
             return False

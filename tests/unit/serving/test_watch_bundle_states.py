@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from pulsar_lookup_gateway.lookup.auto_creation import AutoCreationSettings, lookup_allowed
 from pulsar_lookup_gateway.lookup.bundles import NamespaceBundles, topic_hash
 from pulsar_lookup_gateway.lookup.ownership_changes import answered_state
 from pulsar_lookup_gateway.lookup.resolve import resolve
@@ -180,3 +181,42 @@ async def test_a_topic_told_its_bundles_state_is_authorized_on_its_own(tmp_path:
     finally:
         await watch.close()
         await source.close()
+
+
+def test_whether_a_topic_may_be_looked_up_is_lookup_allowed_with_the_policies_read_once() -> None:
+    """may_look_up answers as lookup_allowed for every topic a state is shared with, whether
+    the namespace lets topics be created (by the broker keys or its override) or not (then
+    each topic's own nodes decide), or is marked deleted; a write of the view reads the
+    policies again."""
+    nodes = cluster(brokers=2, owned=OWNED)
+    nodes["/managed-ledgers/public/default/persistent/real"] = {}
+    nodes["/admin/partitioned-topics/public/default/persistent/parted"] = {"partitions": 2}
+    names = ["real", "made-up", "parted", "parted-partition-1", "parted-partition-5"]
+    topics = [TopicName.parse(f"persistent://public/default/{name}") for name in names]
+    topics.append(TopicName.parse("non-persistent://public/default/made-up"))
+    policies = nodes["/admin/policies/public/default"]
+    shared = _read(BundleStates(), ClusterView.from_snapshot(nodes), topics[0])
+    for override, deleted in ((None, False), (False, False), (True, False), (True, True)):
+        if override is not None:
+            policies["autoTopicCreationOverride"] = {"allowAutoTopicCreation": override}
+        policies["deleted"] = deleted
+        view = ClusterView.from_snapshot(nodes)
+        for settings in (AutoCreationSettings(), AutoCreationSettings(allow=False)):
+            states = BundleStates()
+            states.remember(view, topics[0], EXTERNAL, shared)  # (a deleted one: none read)
+            expected = [lookup_allowed(topic, view, settings) for topic in topics]
+            assert [states.may_look_up(view, topic, settings) for topic in topics] == expected
+            assert [states.may_look_up(view, topic, settings) for topic in topics] == expected
+        if override is False:
+            assert expected[:2] == [True, False]  # (its own nodes decide: checked)
+    # Read once per version of the view: a write lets the made-up topic be created
+    policies["autoTopicCreationOverride"] = {"allowAutoTopicCreation": False}
+    policies["deleted"] = False
+    view, states = ClusterView.from_snapshot(nodes), BundleStates()
+    settings = AutoCreationSettings()
+    _read(states, view, topics[0])
+    assert not states.may_look_up(view, topics[1], settings)
+    policies["autoTopicCreationOverride"] = {"allowAutoTopicCreation": True}
+    view.put_bytes("/admin/policies/public/default", json.dumps(policies).encode())
+    _read(states, view, topics[0])
+    assert states.may_look_up(view, topics[1], settings)
