@@ -152,6 +152,9 @@ class BrokerPeer:
     # frame for a LOOKUP (given with its request id), made by the test's cluster.
     answer_lookup: Callable[[Any], bytes] | None = None
     connects: list[Any] = field(default_factory=list)  # CommandConnect bodies, in order
+    # A schema of a topic named here is answered only once its event is set (a broker slow to
+    # answer: the test's burst is all in the gateway while the first answer is outstanding).
+    held_schemas: dict[str, asyncio.Event] = field(default_factory=dict)
     _tasks: set[asyncio.Future[None]] = field(default_factory=set)
     _server: asyncio.Server | None = None
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -422,6 +425,27 @@ class _PeerConnection(asyncio.Protocol):
         peer._tasks.add(task)
         task.add_done_callback(reply)
 
+    def _held_until(self, command: object) -> asyncio.Event | None:
+        """The event a GET_SCHEMA's answer waits for (None: answered at once)."""
+        if not isinstance(command, BaseCommand) or command.type != BaseCommand.GET_SCHEMA:
+            return None
+        held = self._peer.held_schemas.get(command.getSchema.topic)
+        return None if held is None or held.is_set() else held
+
+    def _send_when(self, held: asyncio.Event, frames: list[bytes]) -> None:
+        peer, transport = self._peer, self._transport
+        assert transport is not None
+
+        async def send() -> None:
+            await held.wait()
+            if not transport.is_closing():
+                for frame in frames:
+                    transport.write(frame)
+
+        task = asyncio.ensure_future(send())
+        peer._tasks.add(task)
+        task.add_done_callback(peer._tasks.discard)
+
     def data_received(self, data: bytes) -> None:
         assert self._transport is not None
         try:
@@ -434,6 +458,9 @@ class _PeerConnection(asyncio.Protocol):
                     and self._peer._takes_bundle(command)
                 ):
                     self._send_once_owned(command, frames)
+                    continue
+                if (held := self._held_until(command)) is not None:
+                    self._send_when(held, frames)
                     continue
                 for frame in frames:
                     self._transport.write(frame)
