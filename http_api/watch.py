@@ -333,14 +333,17 @@ class _Stream:
         self.state.add(topic)
 
     def deliver(self, topic: str, message: str) -> None:
+        self.deliver_many([(topic, message)])
+
+    def deliver_many(self, messages: list[tuple[str, str]]) -> None:
+        """Queue each (topic, message) in order: one charge for them all, one wake."""
         state = self.state
         before, queued = state.coalesced, state.queued_bytes
-        if state.offer(topic, message):
+        if state.offer_all(messages):
             if state.coalesced != before:
-                self.metrics.coalesced.inc()
-            if not self._held(state.queued_bytes - queued):
-                return
-            self._wake.set()
+                self.metrics.coalesced.inc(state.coalesced - before)
+            if self._held(state.queued_bytes - queued):
+                self._wake.set()
 
     # -- the byte budget ----------------------------------------------------------------------
 

@@ -66,6 +66,25 @@ class StreamState:
         self.queued_bytes += message_bytes(message)
         return True
 
+    def offer_all(self, messages: Iterable[tuple[str, str]]) -> bool:
+        """`offer` each (topic, message) in order (a subscribe's first answers: one call, not
+        one each); whether any was queued."""
+        topics, pending = self.topics, self._pending
+        queued = 0
+        offered = False
+        for topic, message in messages:
+            if topic not in topics:
+                continue
+            unsent = pending.get(topic)
+            if unsent is not None:
+                self.coalesced += 1
+                queued -= len(unsent) + MESSAGE_OVERHEAD
+            pending[topic] = message
+            queued += len(message) + MESSAGE_OVERHEAD  # (message_bytes)
+            offered = True
+        self.queued_bytes += queued
+        return offered
+
     def offer_control(self, message: str) -> bool:
         """Queue an answer to the client's request; False when CONTROL_LIMIT are unsent."""
         if len(self._control) >= CONTROL_LIMIT:

@@ -28,6 +28,7 @@ from pulsar_lookup_gateway.serving.service import LookupService
 from pulsar_lookup_gateway.serving.watch_firsts import FirstLookups
 from pulsar_lookup_gateway.serving.watch_index import Sink, WatchedTopic, WatchIndex
 from pulsar_lookup_gateway.serving.watch_lookups import WatchLookups
+from pulsar_lookup_gateway.serving.watch_told import ToldBatch
 from pulsar_lookup_gateway.serving.watch_turns import Turns
 
 FIRST_ANSWER_WAIT = 5.0  # seconds a subscribe waits for its topics' first lookups
@@ -73,8 +74,11 @@ class OwnershipWatch:
         batch: FirstLookups | None = None
         index, lookups = self._index, self._lookups
         turns = self.turns
+        # Its messages, handed to it together before any wait (and at the end)
+        batch_told = ToldBatch()
         for topic in topics:
             if not turns.more():  # (in the stream's turn: the rest in its next turns)
+                batch_told.hand_to(sink)
                 await turns.take()
             entry, new = index.watch(topic, choice, role)
             sink.watching(entry.name)  # (the stream holds the index's string: one copy)
@@ -82,8 +86,9 @@ class OwnershipWatch:
             if new:
                 # Told now if a lookup just read its bundle's state (a herd's topics), else
                 # looked up in the stream's turn
-                told = lookups.told_from_bundle_now(entry, topic)
+                told = lookups.told_from_bundle_now(entry, topic, batch_told)
                 if told is None:
+                    batch_told.hand_to(sink)
                     told = await lookups.told_from_bundle(entry, topic)
                 if told:
                     continue
@@ -96,9 +101,10 @@ class OwnershipWatch:
                 lookups.first(sink, entry, batch)
             message = entry.message()
             if message is not None:
-                sink.deliver(entry.name, message)
+                batch_told.add(entry.name, message)
             elif entry.first is not None:
                 waiting[entry.first] = None
+        batch_told.hand_to(sink)
         if batch is not None:
             batch.made()  # (all of its lookups are queued: done once they are made)
         return [batch.done for batch in waiting if not batch.done.done()]

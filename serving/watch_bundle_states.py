@@ -32,7 +32,9 @@ from pulsar_lookup_gateway.lookup.view import ClusterView
 
 MAX_STATES = 4096  # bundles' states (and namespaces' bundles) kept at one version of the view
 
-_Key = tuple[ListenerChoice, str, str, object, str]
+#: A namespace's topics of one domain looked up with one listener choice (choice, tenant,
+#: namespace, domain): their states are filed by bundle name under it.
+_Slice = tuple[ListenerChoice, str, str, TopicDomain]
 
 
 class BundleState(NamedTuple):
@@ -51,14 +53,23 @@ def shareable(topic: TopicName) -> bool:
 class BundleStates:
     def __init__(self) -> None:
         self._at: tuple[object, int] | None = None  # (view, version) the states were read at
-        self._states: dict[_Key, BundleState] = {}
+        self._states: dict[_Slice, dict[str, BundleState]] = {}  # -> bundle name -> state
+        self._count = 0  # states in there
         # Namespaces' bundles at that version (each topic's bundle is found without reading
         # its namespace's policies again)
         self._bundles: dict[tuple[str, str], NamespaceBundles] = {}
         # Namespaces whose policies let their shareable topics be created, at that version
         self._creation: dict[tuple[AutoCreationSettings, str, str], bool] = {}
+        # The last slice, bundles and creation rule found (a herd's topics come in runs of
+        # one namespace and choice: found again without a key made and hashed for each)
+        self._last_slice: tuple[_Slice, dict[str, BundleState]] | None = None
+        self._last_bundles: tuple[str, str, NamespaceBundles] | None = None
+        self._last_creation: tuple[AutoCreationSettings, str, str, bool] | None = None
 
-    def _key(self, view: ClusterView, topic: TopicName, choice: ListenerChoice) -> _Key:
+    def _bundle_name(self, view: ClusterView, topic: TopicName) -> str:
+        last = self._last_bundles
+        if last is not None and last[0] == topic.tenant and last[1] == topic.namespace:
+            return last[2].find(topic_hash(topic.full)).name
         namespace = (topic.tenant, topic.namespace)
         bundles = self._bundles.get(namespace)
         if bundles is None:
@@ -67,10 +78,28 @@ class BundleStates:
             if found is not None:
                 if len(self._bundles) >= MAX_STATES:
                     self._bundles.clear()
+                    self._last_bundles = None
                 self._bundles[namespace] = found
-        else:
-            bundle = bundles.find(topic_hash(topic.full))
-        return (choice, topic.tenant, topic.namespace, topic.domain, bundle.name)
+            return bundle.name
+        self._last_bundles = (topic.tenant, topic.namespace, bundles)
+        return bundles.find(topic_hash(topic.full)).name
+
+    def _slice(self, topic: TopicName, choice: ListenerChoice) -> dict[str, BundleState] | None:
+        last = self._last_slice
+        if last is not None:
+            (last_choice, tenant, namespace, domain), states = last
+            if (
+                last_choice is choice
+                and domain is topic.domain
+                and tenant == topic.tenant
+                and namespace == topic.namespace
+            ):
+                return states
+        key = (choice, topic.tenant, topic.namespace, topic.domain)
+        found = self._states.get(key)
+        if found is not None:
+            self._last_slice = (key, found)
+        return found
 
     def _current(self, view: ClusterView) -> bool:
         at = self._at
@@ -81,9 +110,10 @@ class BundleStates:
     ) -> BundleState | None:
         """The state read for `topic`'s bundle at this version of `view` (None: none). Raises
         what reading its bundle raises (LookupFailure, NodeNotLoaded)."""
-        if not self._states or not self._current(view) or not shareable(topic):
+        if not self._count or not self._current(view) or not shareable(topic):
             return None
-        return self._states.get(self._key(view, topic, choice))
+        states = self._slice(topic, choice)
+        return states.get(self._bundle_name(view, topic)) if states is not None else None
 
     def may_look_up(
         self, view: ClusterView, topic: TopicName, settings: AutoCreationSettings
@@ -97,13 +127,24 @@ class BundleStates:
             return True
         if not self._current(view):
             return lookup_allowed(topic, view, settings)
-        key = (settings, topic.tenant, topic.namespace)
-        creation = self._creation.get(key)
-        if creation is None:
-            creation = namespace_allows_creation(topic, view, settings)
-            if len(self._creation) >= MAX_STATES:
-                self._creation.clear()
-            self._creation[key] = creation
+        last = self._last_creation
+        if (
+            last is not None
+            and last[0] is settings
+            and last[1] == topic.tenant
+            and last[2] == topic.namespace
+        ):
+            creation = last[3]
+        else:
+            key = (settings, topic.tenant, topic.namespace)
+            found = self._creation.get(key)
+            if found is None:
+                found = namespace_allows_creation(topic, view, settings)
+                if len(self._creation) >= MAX_STATES:
+                    self._creation.clear()
+                self._creation[key] = found
+            creation = found
+            self._last_creation = (settings, topic.tenant, topic.namespace, creation)
         return creation or lookup_allowed(topic, view, settings)
 
     def remember(
@@ -116,9 +157,16 @@ class BundleStates:
         """Keep the state a lookup of `topic` just read from `view` (unchanged since)."""
         if not shareable(topic):
             return
-        if not self._current(view) or len(self._states) >= MAX_STATES:
+        if not self._current(view) or self._count >= MAX_STATES:
             self._states.clear()
+            self._count = 0
             self._bundles.clear()
             self._creation.clear()
+            self._last_slice = self._last_bundles = self._last_creation = None
             self._at = (view, view.version)
-        self._states[self._key(view, topic, choice)] = state
+        bundle = self._bundle_name(view, topic)
+        key = (choice, topic.tenant, topic.namespace, topic.domain)
+        states = self._states.setdefault(key, {})
+        if bundle not in states:
+            self._count += 1
+        states[bundle] = state

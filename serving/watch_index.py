@@ -51,6 +51,7 @@ class Sink(Protocol):
     the log line of a refused lookup)."""
 
     def deliver(self, topic: str, message: str) -> None: ...
+    def deliver_many(self, messages: list[tuple[str, str]]) -> None: ...  # (each, in order)
     def watching(self, topic: str) -> None: ...
 
 
@@ -124,6 +125,9 @@ class WatchIndex:
     def __init__(self, memo: AnswerMemo) -> None:
         # route -> topic -> watched topic (a dict per route, not a key per topic)
         self._routes: dict[Route, dict[str, WatchedTopic]] = {}
+        # The last route watched and its topics (a subscribe's topics share one): found
+        # again without its listener choice hashed for each
+        self._last_route: tuple[ListenerChoice, str | None, dict[str, WatchedTopic]] | None = None
         self.count = 0
         # Topics filed by their set of keys (topics of a bundle in the same state share one:
         # lookup.ownership_changes.depends_on), and each key's sets: a topic takes one slot,
@@ -151,7 +155,16 @@ class WatchIndex:
         self, topic: TopicName, choice: ListenerChoice, role: str | None
     ) -> tuple[WatchedTopic, bool]:
         """The watched topic for this route (True: new, not looked up yet)."""
-        entries = self._routes.setdefault((choice, role), {})
+        last = self._last_route
+        if last is not None and last[0] is choice and last[1] is role:
+            entries = last[2]
+        else:
+            route = (choice, role)
+            found = self._routes.get(route)
+            if found is None:
+                found = self._routes[route] = {}
+            entries = found
+            self._last_route = (choice, role, entries)
         entry = entries.get(topic.full)
         if entry is not None:
             return entry, False
@@ -169,6 +182,7 @@ class WatchIndex:
         del entries[entry.name]
         if not entries:
             del self._routes[route]
+            self._last_route = None  # (a new one is made for the next topic of it)
         self.count -= 1
         self.file(entry, frozenset())
 

@@ -9,7 +9,8 @@ lookups' turns go ahead of the streams' (a herd's first lookup of each bundle is
 more subscribes are taken in, and their topics are told that bundle's state without one). First
 lookups are taken FIRST_BATCH at a time from each subscribing stream in turn: a stream that
 subscribes 10,000 topics delays another's first answers by a batch, not by its 10,000. A
-topic is looked up again after RETRY_INTERVAL while its state cannot be told.
+topic is looked up again after a while as long as its state cannot be told
+(serving.watch_retries).
 """
 
 from __future__ import annotations
@@ -41,13 +42,14 @@ from pulsar_lookup_gateway.serving.watch_bundle_states import BundleState, Bundl
 from pulsar_lookup_gateway.serving.watch_firsts import FirstLookups
 from pulsar_lookup_gateway.serving.watch_index import Sink, WatchedTopic, WatchIndex
 from pulsar_lookup_gateway.serving.watch_messages import StateMessages
+from pulsar_lookup_gateway.serving.watch_retries import Retries
+from pulsar_lookup_gateway.serving.watch_told import ToldBatch
 from pulsar_lookup_gateway.serving.watch_turns import Turns
 
 log = logging.getLogger(__name__)
 
 PROTOCOL = "watch"  # the protocol label of the lookups the watch makes
 CONCURRENCY = 32  # lookups in flight for the watch
-RETRY_INTERVAL = 1.0  # seconds before a topic whose state cannot be told is tried again
 #: Lookups of one topic while the metadata keeps changing under them (then: tried again later).
 ATTEMPTS = 3
 FIRST_BATCH = 16  # first lookups of one stream taken in a row (then the next stream's)
@@ -71,8 +73,7 @@ class WatchLookups:
         self._looking: dict[WatchedTopic, int] = {}
         self._workers = 0
         self._reading = 0  # workers in a lookup (those not in one wait for a turn)
-        self._retry: set[WatchedTopic] = set()
-        self._retry_timer: asyncio.TimerHandle | None = None
+        self._retries = Retries(lambda: service.source.status().ready, self.again)
         self._tasks: set[asyncio.Task[None]] = set()
         self.made = 0  # lookups made (tests and the benchmark read it)
         # States read for bundles at this version of the view (a topic of one is told it)
@@ -110,14 +111,13 @@ class WatchLookups:
     def cancel(self, entry: WatchedTopic) -> None:
         """`entry` is watched no more (in a stream's first lookups: skipped when taken)."""
         self._again.pop(entry, None)
-        self._retry.discard(entry)
+        self._retries.discard(entry)
         if entry.first is not None:
             entry.first.made()
             entry.first = None
 
     async def close(self) -> None:
-        if self._retry_timer is not None:
-            self._retry_timer.cancel()
+        self._retries.close()
         for task in list(self._tasks):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -182,7 +182,7 @@ class WatchLookups:
             await self._look_up(entry)
         except Exception:  # a bug of ours must not end the watch of every topic
             log.exception("ownership watch: looking up %s failed", entry.name)
-            self._retry_later(entry)
+            self._retries.later(entry)
         finally:
             if entry.first is not None:
                 entry.first.made()
@@ -226,24 +226,28 @@ class WatchLookups:
                     service.refusals.refuse(PROTOCOL, client, entry.choice, topic, failure)
                 state = failed_state(topic, failure, service.source.view)
                 if state is None and failure.kind in TRANSIENT_FAILURES:
-                    self._retry_later(entry)
+                    self._retries.later(entry)
                     if entry.state is None:  # nothing told yet: say so, and keep trying
                         state = error_state(ErrorCode.UNAVAILABLE, UNAVAILABLE)
             if entry.removed:
                 return
             if state is None:  # half-way: what settles it is watched; tried again anyway
-                self._retry_later(entry)
+                self._retries.later(entry)
             entry.read_at = read_at
             self._tell(entry, topic, state)
             return
-        self._retry_later(entry)
+        self._retries.later(entry)
 
-    def told_from_bundle_now(self, entry: WatchedTopic, topic: TopicName) -> bool | None:
+    def told_from_bundle_now(
+        self, entry: WatchedTopic, topic: TopicName, told: ToldBatch
+    ) -> bool | None:
         """`told_from_bundle` without a wait when there is no role to authorize (a herd's
-        topics: no coroutine per topic); None: there is, `told_from_bundle` tells."""
+        topics: no coroutine per topic), its message added to `told` (the subscribing stream,
+        its only watcher, is handed it with the batch); None: there is, `told_from_bundle`
+        tells."""
         if entry.role is not None and self.service.authorizer is not None:
             return None
-        if self._told_shared(entry, topic, time.perf_counter()):
+        if self._told_shared(entry, topic, time.perf_counter(), told):
             self.made += 1
             return True
         return False
@@ -269,12 +273,14 @@ class WatchLookups:
                 return False
         return self._told_shared(entry, topic, started)
 
-    def _told_shared(self, entry: WatchedTopic, topic: TopicName, started: float) -> bool:
+    def _told_shared(
+        self, entry: WatchedTopic, topic: TopicName, started: float, told: ToldBatch | None = None
+    ) -> bool:
         """Tell `entry` (authorized already) the state another topic's lookup just read for
         its bundle, if there is one at this version of the view and the topic's own checks
         pass (exists or may be created), as its lookup would have
         (serving.watch_bundle_states); False: it takes the full lookup (which tells a refusal
-        and logs it)."""
+        and logs it); `told`: the batch its message goes to (else to its streams now)."""
         service = self.service
         if service.logs_each_answer:  # (a line per lookup: the full path writes it)
             return False
@@ -287,17 +293,27 @@ class WatchLookups:
                 return False  # (not found: the full lookup tells it)
         except (LookupFailure, NodeNotLoaded):
             return False
-        service.tally_for(entry.choice, PROTOCOL).answered(
-            time.perf_counter() - started, shared.connect
-        )
+        tally = told.tally if told is not None else None
+        if tally is None:
+            tally = service.tally_for(entry.choice, PROTOCOL)
+            if told is not None:  # (the batch's topics share one choice)
+                told.tally = tally
+        tally.answered(time.perf_counter() - started, shared.connect)
         if not entry.removed:
             entry.read_at = self._index.writes
-            self._tell(entry, topic, shared.state)
+            self._tell(entry, topic, shared.state, told)
         self.shared += 1
         return True
 
-    def _tell(self, entry: WatchedTopic, topic: TopicName, state: TopicState | None) -> None:
-        """Record `state` and hand it to the streams if it is news (`supersedes`)."""
+    def _tell(
+        self,
+        entry: WatchedTopic,
+        topic: TopicName,
+        state: TopicState | None,
+        told: ToldBatch | None = None,
+    ) -> None:
+        """Record `state` and hand it to the streams if it is news (`supersedes`); `told`: to
+        the batch instead (a newly watched topic's one stream takes it from there)."""
         index = self._index
         last = entry.state
         if state is None:
@@ -312,27 +328,8 @@ class WatchLookups:
         entry.state = state = index.share(state, topic)
         name = entry.name
         message = self._messages.message(state, name)  # (one string, shared by its streams)
+        if told is not None:
+            told.add(name, message)
+            return
         for sink in entry.watchers():
             sink.deliver(name, message)
-
-    # -- retries ----------------------------------------------------------------------------
-
-    def _retry_later(self, entry: WatchedTopic) -> None:
-        self._retry.add(entry)
-        if self._retry_timer is None:
-            loop = asyncio.get_running_loop()
-            self._retry_timer = loop.call_later(RETRY_INTERVAL, self._retry_now)
-
-    def _retry_now(self) -> None:
-        self._retry_timer = None
-        if not self._retry:
-            return
-        if not self.service.source.status().ready:  # (a lost session: wait for the cache)
-            self._retry_timer = asyncio.get_running_loop().call_later(
-                RETRY_INTERVAL, self._retry_now
-            )
-            return
-        retry, self._retry = self._retry, set()
-        for entry in retry:
-            if not entry.removed:
-                self.again(entry)

@@ -272,6 +272,10 @@ class Collected:
     def deliver(self, topic: str, message: str) -> None:
         self.got[topic] = json.loads(message)
 
+    def deliver_many(self, messages: list[tuple[str, str]]) -> None:
+        for topic, message in messages:
+            self.deliver(topic, message)
+
     def watching(self, topic: str) -> None:
         """(A stream keeps the name it is handed; this sink keeps only what it is told.)"""
 

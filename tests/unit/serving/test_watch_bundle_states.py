@@ -106,6 +106,10 @@ class _Collected:
     def deliver(self, topic: str, message: str) -> None:
         self.got[topic] = json.loads(message)
 
+    def deliver_many(self, messages: list[tuple[str, str]]) -> None:
+        for topic, message in messages:
+            self.deliver(topic, message)
+
     def watching(self, topic: str) -> None:
         """(Only what it is told is kept.)"""
 
