@@ -4,8 +4,9 @@
 ``tlsCiphers``, the trust store for client certificates (``tlsTrustCertsFilePath``; a client
 certificate is then checked when presented, and required with
 ``tlsRequireTrustedClientCertOnConnect``), and the certificate chain and key. Where client
-certificates are checked, TLS session resumption is off (no tickets, TLS 1.2 and 1.3): a resumed
-session skips the check, so a rotated trust file would not reach clients that resume.
+certificates are checked, TLS session resumption is off (no tickets, TLS 1.2 and 1.3, and no server
+session cache, TLS 1.2 session IDs: tls.session_cache): a resumed session skips the check, so a
+rotated trust file would not reach clients that resume.
 
 Getting in-memory key material into OpenSSL: ``SSLContext.load_cert_chain`` only reads files.
 `load_material` therefore
@@ -35,6 +36,7 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
 
+from pulsar_lookup_gateway.tls import session_cache
 from pulsar_lookup_gateway.tls.errors import TlsConfigError
 from pulsar_lookup_gateway.tls.material import Material
 from pulsar_lookup_gateway.tls.settings import TlsSettings
@@ -45,10 +47,12 @@ __all__ = [
     "build_context",
     "check_options",
     "load_material",
+    "no_resumption",
     "sealed",
 ]
 
 log = logging.getLogger(__name__)
+_cache_warned = False  # the session cache warning is logged once
 
 _VERSIONS = {
     "TLSv1.2": ssl.TLSVersion.TLSv1_2,
@@ -119,12 +123,28 @@ def _context_without_material(settings: TlsSettings, *, warn: bool = False) -> s
         context.verify_mode = (
             ssl.CERT_REQUIRED if settings.require_client_cert else ssl.CERT_OPTIONAL
         )
-        # No session resumption where client certificates are checked: a resumed session
-        # skips the check, so a client could keep coming back with a certificate that a
-        # rotated trust file no longer accepts (measured: TLS 1.2 and 1.3 both resume).
-        context.num_tickets = 0
-        context.options |= ssl.OP_NO_TICKET
+        no_resumption(context)
     return context
+
+
+def no_resumption(context: ssl.SSLContext) -> None:
+    """No session resumption on `context`: no tickets (TLS 1.2 and 1.3) and no server session
+    cache (TLS 1.2 session IDs). For contexts that check client certificates: a resumed session
+    skips the check, so a client could keep coming back with a certificate that a rotated trust
+    file no longer accepts (measured: TLS 1.2 and 1.3 both resume otherwise)."""
+    context.num_tickets = 0
+    context.options |= ssl.OP_NO_TICKET
+    why = session_cache.disable(context)
+    if why is not None:
+        global _cache_warned
+        if not _cache_warned:
+            _cache_warned = True
+            log.warning(
+                "cannot turn off the TLS session cache (%s): where client certificates are "
+                "checked, a TLS 1.2 client may resume a session made before a trust file "
+                "rotation (OpenSSL's session timeout bounds it)",
+                why,
+            )
 
 
 def _set_ciphers(context: ssl.SSLContext, ciphers: tuple[str, ...], key: str, warn: bool) -> None:

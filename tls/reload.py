@@ -20,7 +20,10 @@ with OpenSSL 3.0) a failed call leaves the context with the new certificate and 
 every later handshake fails; a key of another type (RSA -> ECDSA) goes into a slot of its own, so
 clients can go on being served the old certificate; and a trust store can gain CAs but never lose
 one. (Where client certificates are checked, session resumption is off, see tls.context: a
-resumed session would skip the new trust store.)
+resumed session would skip the new trust store. That includes the server session cache: OpenSSL
+looks a TLS 1.2 session ID up in the *listening* context's cache, before the callback moves the
+handshake, and stores there the sessions of handshakes moved to newer contexts; see
+tls.session_cache.)
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from pulsar_lookup_gateway.tls.context import build_context, check_options
+from pulsar_lookup_gateway.tls.context import build_context, check_options, no_resumption
 from pulsar_lookup_gateway.tls.errors import TlsConfigError
 from pulsar_lookup_gateway.tls.material import (
     KeystoreProvider,
@@ -248,9 +251,9 @@ class ListenerTls:
         if context.verify_mode == ssl.CERT_NONE:
             context.verify_mode = ssl.CERT_OPTIONAL
         # No resumption where certificates are checked (see tls.context): a resumed session
-        # would skip the check.
-        context.num_tickets = 0
-        context.options |= ssl.OP_NO_TICKET
+        # would skip the check. This context's session cache is the one OpenSSL looks
+        # sessions up in, for handshakes moved to any listener's context too.
+        no_resumption(context)
 
 
 class GatewayTls:
