@@ -34,6 +34,7 @@ from pulsar_lookup_gateway.metadata_store.synthetic import (
     ownership_node,
     topic_in_range,
 )
+from tests.unit.serving.collected import Collected
 
 FIRST = "0x00000000_0x40000000"
 TOPIC = TopicName.parse(topic_in_range(0, 0x40000000))
@@ -261,23 +262,6 @@ async def test_the_collector_is_held_off_while_a_change_is_pushed() -> None:
     finally:
         hold.release()
         gc.enable()
-
-
-class Collected:
-    """A stream's sink: the messages it was handed, by topic."""
-
-    def __init__(self) -> None:
-        self.got: dict[str, dict[str, Any]] = {}
-
-    def deliver(self, topic: str, message: str) -> None:
-        self.got[topic] = json.loads(message)
-
-    def deliver_many(self, messages: list[tuple[str, str]]) -> None:
-        for topic, message in messages:
-            self.deliver(topic, message)
-
-    def watching(self, topic: str) -> None:
-        """(A stream keeps the name it is handed; this sink keeps only what it is told.)"""
 
 
 @pytest.mark.parametrize("count", [200, 5000])  # (above SCAN_LIST_ABOVE: the list is walked)

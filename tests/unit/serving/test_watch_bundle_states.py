@@ -25,6 +25,7 @@ from pulsar_lookup_gateway.metadata_store.synthetic import (
 from pulsar_lookup_gateway.serving.ownership_watch import OwnershipWatch
 from pulsar_lookup_gateway.serving.service import LookupService
 from pulsar_lookup_gateway.serving.watch_bundle_states import BundleState, BundleStates, shareable
+from tests.unit.serving.collected import Collected
 
 EXTERNAL = ListenerChoice("external", ChoiceSource.EXPLICIT)
 INTERNAL = ListenerChoice("internal", ChoiceSource.EXPLICIT)
@@ -97,23 +98,6 @@ def test_system_and_load_manager_topics_never_share_a_state() -> None:
     assert states.get(view, system[1], EXTERNAL) is None
 
 
-class _Collected:
-    """A stream's sink: the messages it was handed, by topic."""
-
-    def __init__(self) -> None:
-        self.got: dict[str, dict[str, object]] = {}
-
-    def deliver(self, topic: str, message: str) -> None:
-        self.got[topic] = json.loads(message)
-
-    def deliver_many(self, messages: list[tuple[str, str]]) -> None:
-        for topic, message in messages:
-            self.deliver(topic, message)
-
-    def watching(self, topic: str) -> None:
-        """(Only what it is told is kept.)"""
-
-
 async def test_a_herds_topics_told_their_bundles_state_each_pass_their_own_checks(
     tmp_path: Path,
 ) -> None:
@@ -135,7 +119,7 @@ async def test_a_herds_topics_told_their_bundles_state_each_pass_their_own_check
         for first in (0, 20):  # (the second subscribe finds every bundle's state read)
             real = [TopicName.parse(f"public/default/real{n}") for n in range(first, first + 20)]
             made_up = [TopicName.parse(f"public/default/no{n}") for n in range(first, first + 20)]
-            sink = _Collected()
+            sink = Collected()
             waiting = await watch.subscribe(sink, [*real, *made_up], EXTERNAL, None)
             await watch.first_answers(waiting)
             view = source.view
@@ -175,7 +159,7 @@ async def test_a_topic_told_its_bundles_state_is_authorized_on_its_own(tmp_path:
     try:
         for first in (0, 20):  # (the second subscribe finds every bundle's state read)
             topics = [TopicName.parse(f"public/default/t{n}") for n in range(first, first + 20)]
-            sink = _Collected()
+            sink = Collected()
             await watch.first_answers(await watch.subscribe(sink, topics, EXTERNAL, "alice"))
             for topic in topics:
                 expected = "owner" if topic.full in allowed else "error"
