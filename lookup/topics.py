@@ -55,6 +55,28 @@ class TopicDomain(StrEnum):
     NON_PERSISTENT = "non-persistent"
 
 
+# (a dict read instead of the enum's constructor: a name is parsed on every cold lookup and for
+# every topic a watch herd subscribes)
+_DOMAINS = {domain.value: domain for domain in TopicDomain}
+# Tenant and namespace names already found valid: a herd's or a sweep's names share a few, and
+# the rule is a regular expression per name. Bounded by count and by each entry's length, so a
+# stranger's names cost at most ~0.7 MiB here; when full, names are checked as before.
+_VALID_ENTITIES: set[str] = set()
+_VALID_ENTITIES_MAX = 4096
+_VALID_ENTITY_MAX_LENGTH = 64
+
+
+def _valid_entity(name: str) -> bool:
+    """Pulsar's NamedEntity rule, and not a dot segment."""
+    if name in _VALID_ENTITIES:
+        return True
+    if not _ENTITY.fullmatch(name) or name in _DOT_SEGMENTS:
+        return False
+    if len(name) <= _VALID_ENTITY_MAX_LENGTH and len(_VALID_ENTITIES) < _VALID_ENTITIES_MAX:
+        _VALID_ENTITIES.add(name)
+    return True
+
+
 @dataclass(frozen=True, slots=True)
 class NamespaceName:
     tenant: str
@@ -94,12 +116,11 @@ class TopicName:
                     name, "a short name is <topic> or <tenant>/<namespace>/<topic>"
                 )
         domain_text, _, rest = name.partition("://")
-        try:
-            domain = TopicDomain(domain_text)
-        except ValueError:
+        domain = _DOMAINS.get(domain_text)
+        if domain is None:
             raise InvalidTopicName(
                 name, f"domain '{domain_text}' is not persistent or non-persistent"
-            ) from None
+            )
         parts = rest.split("/", 3)
         if len(parts) == 4:
             raise InvalidTopicName(
@@ -130,16 +151,16 @@ class TopicName:
     def _build(
         cls, domain: TopicDomain, tenant: str, namespace: str, local: str, original: str
     ) -> TopicName:
-        if not _ENTITY.fullmatch(tenant) or tenant in _DOT_SEGMENTS:
+        if not _valid_entity(tenant):
             raise InvalidTopicName(original, f"invalid tenant '{printable(tenant)}'")
-        if not _ENTITY.fullmatch(namespace) or namespace in _DOT_SEGMENTS:
+        if not _valid_entity(namespace):
             raise InvalidTopicName(original, f"invalid namespace '{printable(namespace)}'")
         if not local:
             raise InvalidTopicName(original, "empty local topic name")
         if local in _DOT_SEGMENTS:
             raise InvalidTopicName(original, f"invalid local topic name '{local}'")
         index = -1
-        match = _PARTITIONED.fullmatch(local)
+        match = _PARTITIONED.fullmatch(local) if PARTITION_SUFFIX in local else None
         # As in Pulsar, a suffix that is not a Java int makes an ordinary, unpartitioned name.
         # (Length first: int() refuses numbers of thousands of digits with a ValueError.)
         if match is not None and len(digits := match.group(2)) <= 10:

@@ -159,3 +159,24 @@ def test_an_echoed_name_has_its_control_characters_escaped() -> None:
         TopicName.parse("persistent://bad\ntenant/ns/t")
     assert "\n" not in refused.value.message
     assert "\\n" in refused.value.message
+
+
+def test_valid_tenant_and_namespace_names_are_remembered_within_a_bound() -> None:
+    """The names found valid are remembered (a herd's names share a few), never more than the
+    bound, never a long one, never one found invalid: strangers' names cost little."""
+    from pulsar_lookup_gateway.lookup import topics
+
+    for n in range(topics._VALID_ENTITIES_MAX + 100):
+        TopicName.parse(f"persistent://tenant-{n}/ns/t")
+    assert len(topics._VALID_ENTITIES) <= topics._VALID_ENTITIES_MAX
+    long_tenant = "t" * (topics._VALID_ENTITY_MAX_LENGTH + 1)
+    assert TopicName.parse(f"persistent://{long_tenant}/ns/t").tenant == long_tenant
+    assert long_tenant not in topics._VALID_ENTITIES
+    for bad in ("ten ant", "..", "ten/ant?"):
+        with pytest.raises(InvalidTopicName):
+            TopicName.parse(f"persistent://{bad}/ns/t")
+        assert bad not in topics._VALID_ENTITIES
+    # remembered or not, a name is judged the same
+    assert TopicName.parse("persistent://tenant-1/ns/t").tenant == "tenant-1"
+    with pytest.raises(InvalidTopicName):
+        TopicName.parse("persistent://tenant-1/n s/t")
