@@ -103,6 +103,7 @@ class Gateway:
             lambda: self.service.source.view,
             BrokerLookupForwarder(self.broker_link),
         )
+        self.service.forwarded.expose(self.service.metrics)
         self.reply_budget = ReplyBudget(self.held_bytes)
         self._metrics_refresh: asyncio.Task[None] | None = None
         self.servers: list[tuple[SocketSpec, Server]] = []

@@ -17,6 +17,12 @@ changes) and its one byte budget bounds it; and for at most `watched_ttl` second
 A client that asks again for a topic it was given a kept answer for (the owner refused it:
 the broker has let the bundle go since) is not given the same answer again: the bundle is
 asked anew, so a client is never sent round in circles to a broker that let go.
+
+Each client lookup that comes here ends in one outcome, counted (`outcomes`, and on /metrics as
+`pulsar_lookup_gateway_forwarded_lookups_total{outcome}` once `expose` was called): ``asked``
+(its bundle asked of a broker for it), ``joined`` (it waited for another client's ask),
+``kept`` (answered from a kept answer), ``failed`` (the ask failed: ServiceNotReady and the
+like) and ``refused`` (too many bundles in flight).
 """
 
 from __future__ import annotations
@@ -25,12 +31,15 @@ import asyncio
 import dataclasses
 import time
 from collections.abc import Callable, Hashable, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pulsar_lookup_gateway.lookup.errors import FailureKind, LookupFailure
 from pulsar_lookup_gateway.lookup.resolve import LookupAnswer
 from pulsar_lookup_gateway.lookup.selection import ListenerChoice
 from pulsar_lookup_gateway.serving.memo import AnswerMemo, ObservedView, place_of
+
+if TYPE_CHECKING:
+    from pulsar_lookup_gateway.serving.metrics import LookupMetrics
 
 __all__ = [
     "MAX_IN_FLIGHT",
@@ -55,6 +64,8 @@ MAX_HANDED = 64
 KEPT_BYTES = 1_200
 
 _Key = tuple[str, str, ListenerChoice]  # (namespace, bundle name, listener choice)
+
+ASKED, JOINED, KEPT, FAILED, REFUSED = "asked", "joined", "kept", "failed", "refused"
 
 
 class LookupForwarder(Protocol):
@@ -99,10 +110,37 @@ class ForwardedLookups:
         self._kept: dict[_Key, _Kept] = memo.table(("service", "forwarded"))
         self._flying: dict[_Key, asyncio.Future[LookupAnswer]] = {}
         self.forwarded = 0  # lookups sent to a broker (each answering many clients)
+        self.outcomes = dict.fromkeys((ASKED, JOINED, KEPT, FAILED, REFUSED), 0)
+        self._counter: Callable[[str], None] | None = None
 
     @property
     def in_flight(self) -> int:
         return len(self._flying)
+
+    def expose(self, metrics: LookupMetrics) -> None:
+        """Count the outcomes on /metrics too (those so far included)."""
+        from prometheus_client import Counter
+
+        from pulsar_lookup_gateway.serving.metrics import PREFIX
+
+        counter = Counter(
+            PREFIX + "forwarded_lookups",
+            "Lookups the metadata could not answer with Connect, asked of a broker by the "
+            "gateway, by outcome (asked: a broker was asked for it; joined: it waited for "
+            "another client's ask of the same bundle; kept: a kept answer; failed: the ask "
+            "failed; refused: too many bundles in flight)",
+            ("outcome",),
+            registry=metrics.registry,
+        )
+        series = {outcome: counter.labels(outcome) for outcome in self.outcomes}
+        for outcome, count in self.outcomes.items():
+            series[outcome].inc(count)
+        self._counter = lambda outcome: series[outcome].inc()
+
+    def _count(self, outcome: str) -> None:
+        self.outcomes[outcome] += 1
+        if self._counter is not None:
+            self._counter(outcome)
 
     async def answer(
         self,
@@ -126,11 +164,14 @@ class ForwardedLookups:
             if handed is None or handed not in kept.handed:
                 if handed is not None and len(kept.handed) < MAX_HANDED:
                     kept.handed.add(handed)
+                self._count(KEPT)
                 return dataclasses.replace(kept.answer, topic=topic)
             kept.expires = 0.0  # it came back: the owner refused it; ask again
         flying = self._flying.get(key)
+        outcome = JOINED
         if flying is None:
             if len(self._flying) >= self._max_in_flight:
+                self._count(REFUSED)
                 raise LookupFailure(
                     FailureKind.TOO_MANY_REQUESTS,
                     f"{self._max_in_flight} bundles are being looked up at the brokers; retry",
@@ -140,7 +181,13 @@ class ForwardedLookups:
             )
             self._flying[key] = flying
             flying.add_done_callback(lambda done: self._landed(key, done))
-        owner = await asyncio.shield(flying)
+            outcome = ASKED
+        try:
+            owner = await asyncio.shield(flying)
+        except LookupFailure:
+            self._count(FAILED)
+            raise
+        self._count(outcome)
         joined = self._kept.get(key)
         if joined is not None and who is not None and len(joined.handed) < MAX_HANDED:
             joined.handed.add((who, topic.full))

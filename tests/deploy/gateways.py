@@ -28,6 +28,7 @@ from pulsar_lookup_gateway.listeners.auth import Authenticator
 from pulsar_lookup_gateway.metadata_store.open import open_source
 from pulsar_lookup_gateway.metadata_store.synthetic import topic_in_range
 from pulsar_lookup_gateway.metadata_store.url import parse_metadata_url
+from pulsar_lookup_gateway.serving.forwarded_lookups import ForwardedLookups
 from pulsar_lookup_gateway.serving.held_bytes import HeldBytes
 from pulsar_lookup_gateway.serving.metrics import LookupMetrics
 from pulsar_lookup_gateway.serving.service import LookupService
@@ -255,7 +256,7 @@ def sample_names(families: Iterable[Metric]) -> set[str]:
 
 def metric_object_names() -> set[str]:
     """The sample names of every metric object a gateway registers: the lookup service's, TLS's,
-    authentication's, the ownership watch's and the byte budget's."""
+    authentication's, the ownership watch's, the byte budget's and the forwarded lookups'."""
     registry = CollectorRegistry()
     service = LookupService(
         open_source(parse_metadata_url(f"file:{DEMO}")), metrics=LookupMetrics(registry)
@@ -264,7 +265,15 @@ def metric_object_names() -> set[str]:
     Authenticator(registry=registry)
     WatchMetrics(service, lambda: 0)
     HeldBytes().expose(service.metrics)
+    ForwardedLookups(service.memo, lambda: service.source.view, _NoBroker()).expose(service.metrics)
     return sample_names(registry.collect())
+
+
+class _NoBroker:
+    """A forwarder that is never asked (only the forwarded lookups' metrics are read)."""
+
+    async def owner(self, answer: Any, properties: Any, principal: Any) -> Any:
+        raise AssertionError("not asked")
 
 
 def values(families: Iterable[Metric], name: str, **labels: str) -> list[float]:

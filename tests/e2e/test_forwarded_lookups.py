@@ -170,10 +170,27 @@ async def test_a_storm_of_one_bundle_is_one_forwarded_lookup(tmp_path: Path) -> 
 
         # every topic of the namespace's bundles at once (4 bundles)
         answers = await asyncio.gather(*(ask(t, i + 1) for i, t in enumerate(topics)))
+        counted = forwarded_counts(gateway)
     assert all(a.lookupTopicResponse.response == a.lookupTopicResponse.Connect for a in answers)
     leader_lookups = brokers.broker(2).lookups()
     bundles = {_bundle_of(t) for t in topics}
     assert len(leader_lookups) == len(bundles)  # one per bundle, not one per topic
+    # /metrics: one "asked" per bundle, every other client joined an ask or got a kept answer
+    assert counted["asked"] == len(bundles)
+    assert counted["joined"] + counted["kept"] == len(topics) - len(bundles)
+    assert counted["failed"] == counted["refused"] == 0
+
+
+def forwarded_counts(gateway: Any) -> dict[str, float]:
+    """pulsar_lookup_gateway_forwarded_lookups_total by outcome, as /metrics shows it."""
+    registry = gateway.service.metrics.registry
+    return {
+        outcome: registry.get_sample_value(
+            "pulsar_lookup_gateway_forwarded_lookups_total", {"outcome": outcome}
+        )
+        or 0.0
+        for outcome in ("asked", "joined", "kept", "failed", "refused")
+    }
 
 
 def _bundle_of(topic: str) -> int:
@@ -215,6 +232,8 @@ async def test_an_unreachable_broker_is_service_not_ready_not_a_hang(tmp_path: P
             answer = await client.lookup(TOPIC, 1, timeout=30)
         with pytest.raises(pulsar.PulsarException):
             await in_thread(produce, binary_url(gateway, "external"), TOPIC, timeout=2)
+        counted = forwarded_counts(gateway)
+    assert counted["failed"] >= 1 and counted["asked"] == counted["kept"] == 0
     body = answer.lookupTopicResponse
     assert body.response == body.Failed
     assert body.error == codec.ServerError.ServiceNotReady  # retryable, as a broker's
