@@ -145,3 +145,24 @@ def take_commands(buf: bytearray) -> list[bytes]:
         pos += 4 + size
     del buf[:pos]
     return bodies
+
+
+def write_section(
+    path: Path, heading: str, lines: list[str], *, ends: tuple[str, ...] = ("## ",)
+) -> None:
+    """Put a benchmark's section in BENCHMARKS.md: replace the one under `heading` (up to the
+    next line starting with one of `ends`: pass ``("## ", "### ")`` to keep hand-written
+    subsections) if present, else append it; the rest of the file is left alone."""
+    existing = path.read_text().splitlines() if path.exists() else ["# Benchmarks"]
+    if heading in existing:
+        first = existing.index(heading)
+        after = next(
+            (i for i in range(first + 1, len(existing)) if existing[i].startswith(ends)),
+            len(existing),
+        )
+        existing[first:after] = [*lines, ""] if after < len(existing) else lines
+    else:
+        while existing and not existing[-1].strip():
+            existing.pop()
+        existing += ["", *lines]
+    path.write_text("\n".join(existing).rstrip("\n") + "\n")

@@ -62,6 +62,7 @@ from pathlib import Path
 
 from aiohttp import ClientSession, ClientTimeout, TCPConnector, web
 
+from bench.common import write_section
 from pulsar_lookup_gateway.http_api.app import build_app
 from pulsar_lookup_gateway.http_api.server import HttpServer
 from pulsar_lookup_gateway.http_api.settings import HttpSettings
@@ -491,24 +492,6 @@ def ratios(baseline: Result, gateway: Result) -> tuple[float, float]:
     )
 
 
-def write_section(path: Path, lines: list[str]) -> None:
-    """Put our section in BENCHMARKS.md: replace it (up to its first subsection, kept as
-    hand-written notes) if present, else append; leave the rest of the file alone."""
-    existing = path.read_text().splitlines() if path.exists() else ["# Benchmarks"]
-    if SECTION not in existing:
-        while existing and not existing[-1].strip():
-            existing.pop()
-        path.write_text("\n".join([*existing, "", *lines]) + "\n")
-        return
-    first = existing.index(SECTION)
-    after = next(
-        (i for i in range(first + 1, len(existing)) if existing[i].startswith(("## ", "### "))),
-        len(existing),
-    )
-    tail = ["", *existing[after:]] if after < len(existing) else []
-    path.write_text("\n".join([*existing[:first], *lines, *tail]) + "\n")
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.http_lookup", description=__doc__)
     parser.add_argument("--duration", type=float, default=5.0, help="seconds measured per server")
@@ -580,6 +563,7 @@ def main(argv: list[str]) -> int:
         ) + "`"  # fmt: skip
         write_section(
             args.out,
+            SECTION,
             [
                 SECTION,
                 "",
@@ -603,6 +587,7 @@ def main(argv: list[str]) -> int:
                 "ratio then, which depends far less on that load (single rounds still move by "
                 "~10%: read medians).",
             ],
+            ends=("## ", "### "),  # (its subsections are hand-written notes, kept)
         )
         print(f"wrote {SECTION!r} in {args.out}")
     return 0

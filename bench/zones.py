@@ -57,6 +57,7 @@ import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 from aiohttp import ClientSession, ClientTimeout, TCPConnector
 
+from bench.common import write_section
 from pulsar_lookup_gateway.lookup.bundles import NamespaceBundles
 from pulsar_lookup_gateway.metadata_store.synthetic import broker_id, broker_node, ownership_node
 from pulsar_lookup_gateway.zones.pairs import Zone
@@ -496,23 +497,6 @@ def table_cost_s() -> tuple[float, int]:
 # -- BENCHMARKS.md ---------------------------------------------------------------------------------
 
 
-def write_section(path: Path, lines: list[str]) -> None:
-    """Replace our section (up to the next `## `) if present, else append it at the end."""
-    existing = path.read_text().splitlines() if path.exists() else ["# Benchmarks"]
-    if SECTION in existing:
-        first = existing.index(SECTION)
-        after = next(
-            (i for i in range(first + 1, len(existing)) if existing[i].startswith("## ")),
-            len(existing),
-        )
-        existing[first:after] = [*lines, ""] if after < len(existing) else lines
-    else:
-        while existing and not existing[-1].strip():
-            existing.pop()
-        existing += ["", *lines]
-    path.write_text("\n".join(existing).rstrip("\n") + "\n")
-
-
 #: Spark job descriptions of the fast plan (zones.spark), in the order they run.
 PHASES = (
     (
@@ -708,7 +692,7 @@ def main(argv: list[str]) -> None:
     ]
     print("\n".join(lines))
     if not args.no_write:
-        write_section(args.out, lines)
+        write_section(args.out, SECTION, lines)
         print(f"wrote {SECTION!r} in {args.out}")
 
 

@@ -39,6 +39,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.common import write_section
 from bench.zones import ZONES, event_log, snapshot, submit_args, write_topics, write_zones
 
 SECTION = "## resolve-zones against its floor (Spark)"
@@ -152,21 +153,6 @@ def floor_run(work: Path, master: str, archive: bool, env: dict[str, str]) -> Ru
     return _timed(argv, env, "floor")
 
 
-def write_section(path: Path, lines: list[str]) -> None:
-    """Replaces this benchmark's section (up to the next `## `), or appends it."""
-    existing = path.read_text().splitlines() if path.exists() else ["# Benchmarks"]
-    if SECTION in existing:
-        first = existing.index(SECTION)
-        after = next(
-            (i for i in range(first + 1, len(existing)) if existing[i].startswith("## ")),
-            len(existing),
-        )
-        existing[first:after] = lines
-    else:
-        existing += ["", *lines]
-    path.write_text("\n".join(existing).rstrip("\n") + "\n")
-
-
 def _rows(path: Path) -> int:
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
@@ -238,7 +224,7 @@ def main(argv: list[str]) -> None:
     lines = report(args, first, pairs)
     print("\n".join(lines))
     if not args.no_write:
-        write_section(args.out, lines)
+        write_section(args.out, SECTION, lines)
 
 
 def report(args: argparse.Namespace, first: list[Run], pairs: list[tuple[Run, Run]]) -> list[str]:
