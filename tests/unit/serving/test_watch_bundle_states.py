@@ -1,7 +1,8 @@
 """serving.watch_bundle_states: the state a lookup read for a bundle is told to the bundle's
 other topics at the same version of the view, and only then; system and load-manager topics
 never share one. Its premise is checked too: every topic of a bundle has the same state as
-its own lookup would give."""
+its own lookup would give. The slice, bundles and creation rule found last (a herd's runs of
+one namespace and choice) never answer for another choice or another version of the view."""
 
 from __future__ import annotations
 
@@ -35,6 +36,11 @@ OWNED = {bundle: n % 2 + 1 for n, bundle in enumerate(BUNDLES.names())}
 
 def _view() -> ClusterView:
     return ClusterView.from_snapshot(cluster(brokers=2, owned=OWNED))
+
+
+def _view_owned_by(owner_of_all: int) -> ClusterView:
+    nodes = cluster(brokers=2, owned=dict.fromkeys(BUNDLES.names(), owner_of_all))
+    return ClusterView.from_snapshot(nodes)
 
 
 def _topics(count: int) -> list[TopicName]:
@@ -208,3 +214,22 @@ def test_whether_a_topic_may_be_looked_up_is_lookup_allowed_with_the_policies_re
     view.put_bytes("/admin/policies/public/default", json.dumps(policies).encode())
     _read(states, view, topics[0])
     assert states.may_look_up(view, topics[1], settings)
+
+
+def test_runs_of_topics_are_answered_for_their_own_choice_and_version_only() -> None:
+    topics = _topics(40)
+    states, first = BundleStates(), _view_owned_by(1)
+    told = {topic.full: _read(states, first, topic) for topic in topics}
+    for topic in topics:  # (alternating choices: the last slice is not the other's)
+        assert states.get(first, topic, EXTERNAL) == told[topic.full]
+        assert states.get(first, topic, INTERNAL) is None
+    # Another version of the view: nothing is told from the first one's states
+    second = _view_owned_by(2)
+    assert all(states.get(second, topic, EXTERNAL) is None for topic in topics)
+    again = _read(states, second, topics[0])
+    assert again != told[topics[0].full]
+    assert states.get(second, topics[0], EXTERNAL) == again
+    assert states.get(first, topics[0], EXTERNAL) is None
+    settings = AutoCreationSettings()
+    assert states.may_look_up(second, topics[1], settings)
+    assert states.may_look_up(second, topics[1], settings)  # (asked again: the same)
